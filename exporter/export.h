@@ -1,0 +1,60 @@
+/* The exporter: a snapshot in, bytes out, bytes sent.
+ *
+ * Encoders turn an nl_snapshot into an OTLP ExportMetricsServiceRequest,
+ * either protobuf (for OTLP/HTTP) or the protobuf JSON mapping (for the
+ * console exporter). The transport sends protobuf bodies over HTTP with
+ * libcurl, following the OTLP/HTTP retry rules. Only the background thread
+ * and the exit flush use these; never a hook.
+ */
+#ifndef NL_EXPORT_H
+#define NL_EXPORT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "registry.h"
+
+/* Encodes snap as a protobuf ExportMetricsServiceRequest into a malloc'd buffer.
+ * Returns 0, or -1 on OOM. */
+int nl_otlp_encode(const struct nl_snapshot *snap, uint8_t **out, size_t *out_len);
+
+/* Encodes snap as one line of OTLP/JSON (no trailing newline), malloc'd, NUL-terminated.
+ * Returns 0, or -1 on OOM. */
+int nl_json_encode(const struct nl_snapshot *snap, char **out, size_t *out_len);
+
+struct nl_header {
+	char *name;
+	char *value;
+};
+
+struct nl_transport_config {
+	const char *url;                /* full URL, e.g. http://127.0.0.1:4318/v1/metrics */
+	const struct nl_header *headers;
+	size_t n_headers;
+	bool gzip;
+	long timeout_ms;                /* one export, retries included */
+	const char *ca_file;            /* OTEL_EXPORTER_OTLP_CERTIFICATE, NULL if unset */
+	const char *client_key;
+	const char *client_cert;
+	const char *user_agent;
+};
+
+enum nl_send_result {
+	NL_SEND_OK,                     /* 2xx (an empty body is success) */
+	NL_SEND_RETRYABLE_FAILED,       /* gave up within the deadline; data kept for next time */
+	NL_SEND_REJECTED,               /* non-retryable 4xx/5xx: dropped */
+	NL_SEND_ABORTED,                /* *abort became true */
+};
+
+struct nl_transport;
+
+struct nl_transport *nl_transport_new(const struct nl_transport_config *cfg);
+/* Sends one body, retrying 429/502/503/504 and transport failures with exponential
+ * backoff, jitter and Retry-After, never past deadline_ns (CLOCK_MONOTONIC).
+ * Watches *abort (may be NULL) during transfers and backoff sleeps. */
+enum nl_send_result nl_transport_send(struct nl_transport *t, const uint8_t *body, size_t len,
+				      uint64_t deadline_ns, const _Atomic bool *abort);
+void nl_transport_free(struct nl_transport *t);
+
+#endif

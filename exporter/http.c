@@ -1,0 +1,755 @@
+/* OTLP/HTTP transport over libcurl.
+ *
+ * We run inside someone else's process, so the transport must never raise a
+ * signal (CURLOPT_NOSIGNAL), never block past the caller's deadline, and must
+ * stop promptly when asked to. The transfer is driven through a private multi
+ * handle polled in short slices instead of curl_easy_perform: the latter only
+ * looks at the abort flag (through the progress callback) about once a second
+ * while a server is silent. The multi handle also owns the connection cache,
+ * so keeping it for the transport's lifetime gives HTTP keep-alive.
+ *
+ * A transport is used by one thread at a time; several transports may live in
+ * different threads. The only global is the curl_global_init once.
+ */
+#include "export.h"
+
+#include <curl/curl.h>
+#include <limits.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <time.h>
+#include <unistd.h>
+#include <zlib.h>
+
+#include "clock.h"
+#include "log.h"
+#include "opentelemetry/proto/collector/metrics/v1/metrics_service.pb-c.h"
+
+#ifndef NL_VERSION
+#define NL_VERSION "unknown"
+#endif
+
+#define RESPONSE_MAX (64u * 1024u)      /* bytes of a response body kept */
+#define BACKOFF_START_MS 100u
+#define BACKOFF_MAX_MS 5000u
+#define SLICE_MS 10                     /* abort-flag polling period */
+#define NS_PER_MS 1000000u
+#define RETRY_AFTER_MAX_S 86400         /* keeps the ms arithmetic far from overflow */
+
+struct response {
+	char *data;
+	size_t len, cap;
+	long retry_after_ms;            /* -1: no usable Retry-After header */
+};
+
+struct nl_transport {
+	CURL *easy;
+	CURLM *multi;
+	struct curl_slist *headers;       /* body sent as is */
+	struct curl_slist *headers_gzip;  /* the same plus Content-Encoding: gzip */
+	bool gzip;
+	long timeout_ms;
+	char *endpoint;                   /* the URL without credentials, for messages */
+	uint64_t rng;
+	const _Atomic bool *abort;        /* of the send in progress */
+	struct response resp;
+	char errbuf[CURL_ERROR_SIZE];
+};
+
+/* What one attempt (or the retry loop) concluded. */
+enum outcome { OUT_OK, OUT_RETRY, OUT_GIVE_UP, OUT_REJECTED, OUT_ABORTED };
+
+static pthread_once_t curl_once = PTHREAD_ONCE_INIT;
+static CURLcode curl_init_rc;
+
+/* Never paired with curl_global_cleanup: the host process may use libcurl too,
+ * and we cannot know when it is done with it. */
+static void curl_init_once(void) { curl_init_rc = curl_global_init(CURL_GLOBAL_DEFAULT); }
+
+static bool is_aborted(const _Atomic bool *abort) { return abort && atomic_load(abort); }
+
+/* ---- Small helpers ------------------------------------------------------- */
+
+/* xorshift64: jitter only needs to decorrelate processes, and rand() would
+ * disturb the host program's own sequence. */
+static uint64_t next_random(uint64_t *state)
+{
+	uint64_t x = *state;
+	x ^= x << 13;
+	x ^= x >> 7;
+	x ^= x << 17;
+	return *state = x;
+}
+
+static uint64_t seed_random(const void *salt)
+{
+	uint64_t s = nl_realtime_ns() ^ (nl_monotonic_ns() << 17) ^ ((uint64_t)getpid() << 32) ^
+		     (uint64_t)(uintptr_t)salt;
+	return s ? s : 0x9E3779B97F4A7C15u;
+}
+
+/* "Equal jitter": between half and all of the nominal backoff, so retries from
+ * many processes spread out yet each still waits a meaningful time. */
+static uint64_t jittered_ms(struct nl_transport *t, uint64_t backoff_ms)
+{
+	uint64_t half = backoff_ms / 2;
+	return half + next_random(&t->rng) % (backoff_ms - half + 1);
+}
+
+/* The URL minus user:password@ and the query, which may carry secrets. */
+static char *redact_url(const char *url)
+{
+	const char *sep = strstr(url, "://");
+	const char *auth = sep ? sep + 3 : url;
+	size_t auth_len = strcspn(auth, "/?#");
+	const char *host = auth;
+	for (size_t i = 0; i < auth_len; i++)
+		if (auth[i] == '@')
+			host = auth + i + 1;
+	size_t prefix = (size_t)(auth - url), rest = strcspn(host, "?#");
+	char *out = malloc(prefix + rest + 1);
+	if (!out)
+		return NULL;
+	memcpy(out, url, prefix);
+	memcpy(out + prefix, host, rest);
+	out[prefix + rest] = '\0';
+	return out;
+}
+
+/* Printable ASCII of s (runs of anything else become one space), trimmed and
+ * truncated: a server's message goes into a log line, not arbitrary bytes. */
+static void printable_summary(const char *s, size_t n, char *out, size_t out_size)
+{
+	size_t o = 0;
+	bool gap = false;
+	for (size_t i = 0; i < n && o + 1 < out_size; i++) {
+		unsigned char c = (unsigned char)s[i];
+		if (c >= 0x20 && c < 0x7F) {
+			if (gap && o > 0 && o + 2 < out_size)
+				out[o++] = ' ';
+			out[o++] = (char)c;
+			gap = false;
+		} else {
+			gap = true;
+		}
+	}
+	while (o > 0 && out[o - 1] == ' ')
+		o--;
+	out[o] = '\0';
+}
+
+static bool read_varint(const uint8_t **p, const uint8_t *end, uint64_t *v)
+{
+	*v = 0;
+	for (int shift = 0; shift < 64 && *p < end; shift += 7) {
+		uint8_t b = *(*p)++;
+		*v |= (uint64_t)(b & 0x7F) << shift;
+		if (!(b & 0x80))
+			return true;
+	}
+	return false;
+}
+
+/* The message (field 2) of a google.rpc.Status, which is what OTLP/HTTP
+ * servers return with an error status. False if the body is not one. */
+static bool rpc_status_message(const uint8_t *p, size_t n, const char **msg, size_t *msg_len)
+{
+	const uint8_t *end = p + n;
+	bool found = false;
+	while (p < end) {
+		uint64_t key, v;
+		if (!read_varint(&p, end, &key))
+			return false;
+		switch (key & 7) {
+		case 0:
+			if (!read_varint(&p, end, &v))
+				return false;
+			break;
+		case 1:
+		case 5:
+			if ((size_t)(end - p) < ((key & 7) == 1 ? 8u : 4u))
+				return false;
+			p += (key & 7) == 1 ? 8 : 4;
+			break;
+		case 2:
+			if (!read_varint(&p, end, &v) || v > (uint64_t)(end - p))
+				return false;
+			if ((key >> 3) == 2) {
+				*msg = (const char *)p;
+				*msg_len = (size_t)v;
+				found = true;
+			}
+			p += v;
+			break;
+		default:
+			return false;
+		}
+	}
+	return found;
+}
+
+/* ---- curl callbacks ------------------------------------------------------ */
+
+/* Keeps at most RESPONSE_MAX bytes but always reports everything consumed: a
+ * large or unstorable body must not turn an accepted export into a failure. */
+static size_t on_body(char *ptr, size_t size, size_t nmemb, void *userdata)
+{
+	struct response *r = userdata;
+	size_t n = size * nmemb;
+	size_t take = n < RESPONSE_MAX - r->len ? n : RESPONSE_MAX - r->len;
+	if (take > r->cap - r->len) {
+		size_t cap = r->cap ? r->cap : 1024;
+		while (cap - r->len < take)
+			cap *= 2;
+		if (cap > RESPONSE_MAX)
+			cap = RESPONSE_MAX;
+		char *data = realloc(r->data, cap);
+		if (!data)
+			return n;
+		r->data = data;
+		r->cap = cap;
+	}
+	memcpy(r->data + r->len, ptr, take);
+	r->len += take;
+	return n;
+}
+
+/* Retry-After is either delay-seconds or an HTTP-date. */
+static long parse_retry_after(const char *value, size_t n)
+{
+	char buf[64];
+	while (n && (*value == ' ' || *value == '\t'))
+		value++, n--;
+	while (n && (value[n - 1] == '\r' || value[n - 1] == '\n' || value[n - 1] == ' '))
+		n--;
+	if (n == 0 || n >= sizeof buf)
+		return -1;
+	memcpy(buf, value, n);
+	buf[n] = '\0';
+	if (strspn(buf, "0123456789") == n) {
+		long s = n > 6 ? RETRY_AFTER_MAX_S : atol(buf);
+		return (s > RETRY_AFTER_MAX_S ? RETRY_AFTER_MAX_S : s) * 1000;
+	}
+	time_t when = curl_getdate(buf, NULL);
+	if (when == (time_t)-1)
+		return -1;
+	time_t now = time(NULL);
+	long s = when > now ? (long)(when - now) : 0;
+	return (s > RETRY_AFTER_MAX_S ? RETRY_AFTER_MAX_S : s) * 1000;
+}
+
+static size_t on_header(char *buf, size_t size, size_t nitems, void *userdata)
+{
+	struct response *r = userdata;
+	size_t n = size * nitems;
+	static const char name[] = "Retry-After:";
+	if (n >= 5 && memcmp(buf, "HTTP/", 5) == 0)
+		r->retry_after_ms = -1;  /* a new response (after a 100 Continue, say) */
+	else if (n > sizeof name - 1 && strncasecmp(buf, name, sizeof name - 1) == 0)
+		r->retry_after_ms = parse_retry_after(buf + sizeof name - 1, n - (sizeof name - 1));
+	return n;
+}
+
+static int on_progress(void *userdata, curl_off_t dltotal, curl_off_t dlnow, curl_off_t ultotal,
+		       curl_off_t ulnow)
+{
+	(void)dltotal, (void)dlnow, (void)ultotal, (void)ulnow;
+	const struct nl_transport *t = userdata;
+	return is_aborted(t->abort);  /* non-zero makes curl stop the transfer */
+}
+
+/* ---- Setup --------------------------------------------------------------- */
+
+static bool header_name_ok(const char *name)
+{
+	if (!name || !*name)
+		return false;
+	for (const unsigned char *p = (const unsigned char *)name; *p; p++)
+		if (*p <= 0x20 || *p >= 0x7F || *p == ':' || *p == ';')
+			return false;
+	return true;
+}
+
+/* Headers describing our body are ours to set; a duplicate would make the
+ * request ambiguous. */
+static bool header_reserved(const char *name)
+{
+	return !strcasecmp(name, "Content-Type") || !strcasecmp(name, "Content-Encoding") ||
+	       !strcasecmp(name, "Content-Length");
+}
+
+/* Appends "name: value" to *list; false on OOM (the list stays as it was). */
+static bool append_header(struct curl_slist **list, const char *name, const char *value)
+{
+	size_t len = strlen(name) + strlen(value) + 3;
+	char *line = malloc(len);
+	if (!line)
+		return false;
+	/* curl drops a header written "Name:" without value; "Name;" sends it empty. */
+	if (*value)
+		snprintf(line, len, "%s: %s", name, value);
+	else
+		snprintf(line, len, "%s;", name);
+	struct curl_slist *l = curl_slist_append(*list, line);
+	free(line);
+	if (!l)
+		return false;
+	*list = l;
+	return true;
+}
+
+static bool append_user_headers(struct curl_slist **list, const struct nl_transport_config *cfg)
+{
+	for (size_t i = 0; cfg->headers && i < cfg->n_headers; i++) {
+		const char *name = cfg->headers[i].name, *value = cfg->headers[i].value;
+		if (!value)
+			value = "";
+		if (!header_name_ok(name) || strpbrk(value, "\r\n")) {
+			nl_warn_once("otlp.header.invalid", "ignoring an invalid OTLP header%s%s",
+				     header_name_ok(name) ? " " : "", header_name_ok(name) ? name : "");
+			continue;
+		}
+		if (header_reserved(name)) {
+			nl_warn_once("otlp.header.reserved", "ignoring OTLP header %s: the exporter sets it",
+				     name);
+			continue;
+		}
+		if (!append_header(list, name, value))
+			return false;
+	}
+	return true;
+}
+
+static struct curl_slist *build_headers(const struct nl_transport_config *cfg, bool gzip)
+{
+	struct curl_slist *list = NULL;
+	/* "Expect:" stops curl from sending Expect: 100-continue for larger bodies
+	 * and then waiting up to a second for a go-ahead many servers never send. */
+	bool ok = append_header(&list, "Content-Type", "application/x-protobuf") &&
+		  (!gzip || append_header(&list, "Content-Encoding", "gzip"));
+	if (ok) {
+		struct curl_slist *l = curl_slist_append(list, "Expect:");
+		ok = l != NULL;
+		list = l ? l : list;
+	}
+	if (ok)
+		ok = append_user_headers(&list, cfg);
+	if (!ok) {
+		curl_slist_free_all(list);
+		return NULL;
+	}
+	return list;
+}
+
+static CURLcode configure_easy(struct nl_transport *t, const struct nl_transport_config *cfg)
+{
+	CURL *e = t->easy;
+	const char *ua = cfg->user_agent && *cfg->user_agent ? cfg->user_agent : "nemolens-preload/" NL_VERSION;
+	CURLcode rc = CURLE_OK;
+#define SET(opt, val) \
+	if (rc == CURLE_OK) \
+	rc = curl_easy_setopt(e, opt, val)
+	SET(CURLOPT_ERRORBUFFER, t->errbuf);
+	SET(CURLOPT_URL, cfg->url);
+	SET(CURLOPT_NOSIGNAL, 1L);
+#if LIBCURL_VERSION_NUM >= 0x075500
+	SET(CURLOPT_PROTOCOLS_STR, "http,https");
+#else
+	SET(CURLOPT_PROTOCOLS, (long)(CURLPROTO_HTTP | CURLPROTO_HTTPS));
+#endif
+	SET(CURLOPT_POST, 1L);
+	SET(CURLOPT_USERAGENT, ua);
+	SET(CURLOPT_HTTPHEADER, t->headers);
+	SET(CURLOPT_WRITEFUNCTION, on_body);
+	SET(CURLOPT_WRITEDATA, &t->resp);
+	SET(CURLOPT_HEADERFUNCTION, on_header);
+	SET(CURLOPT_HEADERDATA, &t->resp);
+	SET(CURLOPT_NOPROGRESS, 0L);
+	SET(CURLOPT_XFERINFOFUNCTION, on_progress);
+	SET(CURLOPT_XFERINFODATA, t);
+	if (cfg->ca_file && *cfg->ca_file)
+		SET(CURLOPT_CAINFO, cfg->ca_file);
+	if (cfg->client_key && *cfg->client_key)
+		SET(CURLOPT_SSLKEY, cfg->client_key);
+	if (cfg->client_cert && *cfg->client_cert)
+		SET(CURLOPT_SSLCERT, cfg->client_cert);
+#undef SET
+	return rc;
+}
+
+struct nl_transport *nl_transport_new(const struct nl_transport_config *cfg)
+{
+	if (!cfg || !cfg->url || !*cfg->url) {
+		nl_warn_once("otlp.no_endpoint", "no OTLP endpoint configured: metrics are not exported");
+		return NULL;
+	}
+	pthread_once(&curl_once, curl_init_once);
+	if (curl_init_rc != CURLE_OK) {
+		nl_warn_once("otlp.curl_init", "libcurl initialisation failed (%s): metrics are not exported",
+			     curl_easy_strerror(curl_init_rc));
+		return NULL;
+	}
+	struct nl_transport *t = calloc(1, sizeof *t);
+	if (!t)
+		goto oom;
+	t->gzip = cfg->gzip;
+	t->timeout_ms = cfg->timeout_ms;
+	t->rng = seed_random(t);
+	t->resp.retry_after_ms = -1;
+	t->endpoint = redact_url(cfg->url);
+	t->easy = curl_easy_init();
+	t->multi = curl_multi_init();
+	t->headers = build_headers(cfg, false);
+	if (cfg->gzip)
+		t->headers_gzip = build_headers(cfg, true);
+	if (!t->endpoint || !t->easy || !t->multi || !t->headers || (cfg->gzip && !t->headers_gzip))
+		goto oom;
+	CURLcode rc = configure_easy(t, cfg);
+	if (rc != CURLE_OK) {
+		nl_warn_once("otlp.setup", "cannot set up the OTLP exporter for %s: %s", t->endpoint,
+			     curl_easy_strerror(rc));
+		nl_transport_free(t);
+		return NULL;
+	}
+	return t;
+oom:
+	nl_warn_once("otlp.oom", "out of memory setting up the OTLP exporter: metrics are not exported");
+	nl_transport_free(t);
+	return NULL;
+}
+
+void nl_transport_free(struct nl_transport *t)
+{
+	if (!t)
+		return;
+	if (t->easy)
+		curl_easy_cleanup(t->easy);
+	if (t->multi)
+		curl_multi_cleanup(t->multi);  /* closes the kept-alive connection */
+	curl_slist_free_all(t->headers);
+	curl_slist_free_all(t->headers_gzip);
+	free(t->resp.data);
+	free(t->endpoint);
+	free(t);
+}
+
+/* ---- Body ---------------------------------------------------------------- */
+
+/* gzip (not raw deflate or zlib) framing is what Content-Encoding: gzip means:
+ * windowBits 15 + 16 asks zlib for the gzip header and trailer. */
+static int gzip_compress(const uint8_t *in, size_t len, uint8_t **out, size_t *out_len)
+{
+	if (len > UINT_MAX)
+		return -1;
+	z_stream zs;
+	memset(&zs, 0, sizeof zs);
+	if (deflateInit2(&zs, Z_DEFAULT_COMPRESSION, Z_DEFLATED, 15 + 16, 8, Z_DEFAULT_STRATEGY) != Z_OK)
+		return -1;
+	uLong bound = deflateBound(&zs, (uLong)len);
+	uint8_t *buf = bound <= UINT_MAX ? malloc(bound) : NULL;
+	int rc = -1;
+	if (buf) {
+		zs.next_in = (Bytef *)in;
+		zs.avail_in = (uInt)len;
+		zs.next_out = buf;
+		zs.avail_out = (uInt)bound;
+		if (deflate(&zs, Z_FINISH) == Z_STREAM_END) {
+			*out = buf;
+			*out_len = zs.total_out;
+			buf = NULL;
+			rc = 0;
+		}
+	}
+	deflateEnd(&zs);
+	free(buf);
+	return rc;
+}
+
+/* Points curl at the body to send, compressed when configured. *owned gets
+ * the buffer to free after the send, if one was allocated. */
+static CURLcode set_body(struct nl_transport *t, const uint8_t *body, size_t len, uint8_t **owned)
+{
+	*owned = NULL;
+	const uint8_t *data = body ? body : (const uint8_t *)"";
+	struct curl_slist *headers = t->headers;
+	size_t gz_len;
+	if (t->gzip && len > 0) {
+		if (gzip_compress(body, len, owned, &gz_len) == 0) {
+			data = *owned;
+			len = gz_len;
+			headers = t->headers_gzip;
+		} else {
+			nl_warn_once("otlp.gzip", "gzip compression failed: sending the export uncompressed");
+		}
+	}
+	CURLcode rc = curl_easy_setopt(t->easy, CURLOPT_HTTPHEADER, headers);
+	if (rc == CURLE_OK)
+		rc = curl_easy_setopt(t->easy, CURLOPT_POSTFIELDS, (const char *)data);
+	if (rc == CURLE_OK)
+		rc = curl_easy_setopt(t->easy, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)len);
+	return rc;
+}
+
+/* ---- One attempt --------------------------------------------------------- */
+
+/* Runs the transfer, checking the abort flag every SLICE_MS. Returns the
+ * transfer's result; CURLE_ABORTED_BY_CALLBACK when aborted. */
+static CURLcode run_transfer(struct nl_transport *t)
+{
+	CURLMcode mc = curl_multi_add_handle(t->multi, t->easy);
+	if (mc != CURLM_OK) {
+		nl_warn_once("otlp.curlm", "libcurl: %s", curl_multi_strerror(mc));
+		return CURLE_FAILED_INIT;
+	}
+	CURLcode rc = CURLE_FAILED_INIT;
+	int running = 1;
+	while (running) {
+		mc = curl_multi_perform(t->multi, &running);
+		if (mc == CURLM_OK && running && is_aborted(t->abort))
+			rc = CURLE_ABORTED_BY_CALLBACK;
+		else if (mc == CURLM_OK && running)
+			mc = curl_multi_poll(t->multi, NULL, 0, SLICE_MS, NULL);
+		if (mc != CURLM_OK || rc == CURLE_ABORTED_BY_CALLBACK)
+			break;
+	}
+	if (mc != CURLM_OK)
+		nl_warn_once("otlp.curlm", "libcurl: %s", curl_multi_strerror(mc));
+	CURLMsg *msg;
+	int queued;
+	while (!running && (msg = curl_multi_info_read(t->multi, &queued)))
+		if (msg->msg == CURLMSG_DONE && msg->easy_handle == t->easy)
+			rc = msg->data.result;
+	curl_multi_remove_handle(t->multi, t->easy);
+	return rc;
+}
+
+/* Errors that another attempt with the same configuration cannot fix: give up
+ * on this export at once (the data is kept) instead of spinning to the deadline. */
+static bool curl_error_permanent(CURLcode rc)
+{
+	switch (rc) {
+	case CURLE_UNSUPPORTED_PROTOCOL:
+	case CURLE_URL_MALFORMAT:
+	case CURLE_NOT_BUILT_IN:
+	case CURLE_FAILED_INIT:
+	case CURLE_SSL_CERTPROBLEM:
+	case CURLE_SSL_CIPHER:
+	case CURLE_SSL_CACERT_BADFILE:
+	case CURLE_SSL_CRL_BADFILE:
+	case CURLE_PEER_FAILED_VERIFICATION:
+		return true;
+	default:
+		return false;
+	}
+}
+
+static enum outcome transport_failure(struct nl_transport *t, CURLcode rc)
+{
+	char key[32];
+	snprintf(key, sizeof key, "otlp.curl.%d", (int)rc);
+	size_t n = strlen(t->errbuf);
+	while (n && (t->errbuf[n - 1] == '\n' || t->errbuf[n - 1] == '\r'))
+		t->errbuf[--n] = '\0';
+	bool permanent = curl_error_permanent(rc);
+	nl_warn_once(key, "cannot send metrics to %s: %s (curl error %d)%s", t->endpoint,
+		     n ? t->errbuf : curl_easy_strerror(rc), (int)rc,
+		     permanent ? "; check the exporter configuration" : "; will retry");
+	return permanent ? OUT_GIVE_UP : OUT_RETRY;
+}
+
+/* A 2xx body may carry partial_success; anything unparseable is still success,
+ * since the status code is what the spec makes authoritative. */
+static void check_partial_success(struct nl_transport *t)
+{
+	if (t->resp.len == 0)
+		return;
+	Opentelemetry__Proto__Collector__Metrics__V1__ExportMetricsServiceResponse *r =
+		opentelemetry__proto__collector__metrics__v1__export_metrics_service_response__unpack(
+			NULL, t->resp.len, (const uint8_t *)t->resp.data);
+	if (!r) {
+		nl_debug("%s: the 2xx response body (%zu bytes) is not an ExportMetricsServiceResponse; ignored",
+			 t->endpoint, t->resp.len);
+		return;
+	}
+	const Opentelemetry__Proto__Collector__Metrics__V1__ExportMetricsPartialSuccess *ps = r->partial_success;
+	if (ps && (ps->rejected_data_points > 0 || (ps->error_message && *ps->error_message))) {
+		char msg[200];
+		printable_summary(ps->error_message ? ps->error_message : "",
+				  ps->error_message ? strlen(ps->error_message) : 0, msg, sizeof msg);
+		nl_warn_once("otlp.partial_success", "%s accepted metrics partially: %lld data points rejected%s%s",
+			     t->endpoint, (long long)ps->rejected_data_points, *msg ? ": " : "", msg);
+	}
+	opentelemetry__proto__collector__metrics__v1__export_metrics_service_response__free_unpacked(r, NULL);
+}
+
+/* What the server said about an error: the google.rpc.Status message when the
+ * body is one, else the body's printable text (some proxies answer in HTML). */
+static void error_summary(const struct response *r, char *out, size_t out_size)
+{
+	const char *msg;
+	size_t msg_len;
+	out[0] = '\0';
+	if (r->len == 0)
+		return;
+	if (rpc_status_message((const uint8_t *)r->data, r->len, &msg, &msg_len))
+		printable_summary(msg, msg_len, out, out_size);
+	else
+		printable_summary(r->data, r->len, out, out_size);
+}
+
+static bool status_retryable(long status)
+{
+	return status == 429 || status == 502 || status == 503 || status == 504;
+}
+
+static enum outcome http_status(struct nl_transport *t, long status)
+{
+	if (status >= 200 && status < 300) {
+		check_partial_success(t);
+		return OUT_OK;
+	}
+	char key[32], why[200];
+	snprintf(key, sizeof key, "otlp.http.%ld", status);
+	error_summary(&t->resp, why, sizeof why);
+	if (status_retryable(status)) {
+		nl_warn_once(key, "%s answered HTTP %ld%s%s; will retry", t->endpoint, status,
+			     *why ? ": " : "", why);
+		return OUT_RETRY;
+	}
+	nl_warn_once(key, "%s rejected metrics with HTTP %ld%s%s; the data is dropped", t->endpoint, status,
+		     *why ? ": " : "", why);
+	return OUT_REJECTED;
+}
+
+static enum outcome attempt(struct nl_transport *t, uint64_t deadline_ns)
+{
+	uint64_t now = nl_monotonic_ns();
+	if (now >= deadline_ns)
+		return OUT_GIVE_UP;
+	/* Round up: a 0 timeout would mean "no timeout" to curl. */
+	long budget_ms = (long)((deadline_ns - now + NS_PER_MS - 1) / NS_PER_MS);
+	if (budget_ms < 1)
+		budget_ms = 1;
+	curl_easy_setopt(t->easy, CURLOPT_TIMEOUT_MS, budget_ms);
+	curl_easy_setopt(t->easy, CURLOPT_CONNECTTIMEOUT_MS, budget_ms);
+	t->resp.len = 0;
+	t->resp.retry_after_ms = -1;
+	t->errbuf[0] = '\0';
+
+	CURLcode rc = run_transfer(t);
+	if (rc == CURLE_ABORTED_BY_CALLBACK && is_aborted(t->abort))
+		return OUT_ABORTED;
+	if (rc != CURLE_OK)
+		return transport_failure(t, rc);
+	long status = 0;
+	curl_easy_getinfo(t->easy, CURLINFO_RESPONSE_CODE, &status);
+	return http_status(t, status);
+}
+
+/* ---- Retry loop ---------------------------------------------------------- */
+
+/* Sleeps until until_ns in SLICE_MS slices; true if aborted meanwhile. */
+static bool sleep_until(uint64_t until_ns, const _Atomic bool *abort)
+{
+	for (;;) {
+		if (is_aborted(abort))
+			return true;
+		uint64_t now = nl_monotonic_ns();
+		if (now >= until_ns)
+			return false;
+		uint64_t step = until_ns - now;
+		if (step > (uint64_t)SLICE_MS * NS_PER_MS)
+			step = (uint64_t)SLICE_MS * NS_PER_MS;
+		struct timespec ts = { .tv_sec = 0, .tv_nsec = (long)step };
+		nanosleep(&ts, NULL);  /* EINTR just ends the slice early */
+	}
+}
+
+static enum outcome send_with_retries(struct nl_transport *t, uint64_t deadline_ns)
+{
+	uint64_t backoff_ms = BACKOFF_START_MS;
+	for (int attempts = 1;; attempts++) {
+		enum outcome out = attempt(t, deadline_ns);
+		if (out != OUT_RETRY)
+			return out;
+		/* Retry-After is a minimum wait; our own backoff still applies on top
+		 * of a zero or tiny one so a server cannot make us spin. */
+		uint64_t delay_ms = jittered_ms(t, backoff_ms);
+		if (t->resp.retry_after_ms >= 0 && (uint64_t)t->resp.retry_after_ms > delay_ms)
+			delay_ms = (uint64_t)t->resp.retry_after_ms;
+		backoff_ms = backoff_ms * 2 > BACKOFF_MAX_MS ? BACKOFF_MAX_MS : backoff_ms * 2;
+		/* A retry that could only start at or after the deadline is pointless:
+		 * give up now rather than sleep until then. */
+		uint64_t now = nl_monotonic_ns();
+		if (now >= deadline_ns || delay_ms * NS_PER_MS >= deadline_ns - now) {
+			nl_warn_once("otlp.gave_up",
+				     "giving up an export to %s after %d attempt(s): out of time; "
+				     "the data is kept for the next export",
+				     t->endpoint, attempts);
+			return OUT_GIVE_UP;
+		}
+		if (sleep_until(now + delay_ms * NS_PER_MS, t->abort))
+			return OUT_ABORTED;
+	}
+}
+
+/* The configured export timeout bounds the caller's deadline too. */
+static uint64_t effective_deadline(const struct nl_transport *t, uint64_t deadline_ns, uint64_t now)
+{
+	if (t->timeout_ms > 0) {
+		uint64_t own = now + (uint64_t)t->timeout_ms * NS_PER_MS;
+		if (own < deadline_ns)
+			return own;
+	}
+	return deadline_ns;
+}
+
+static enum nl_send_result to_result(enum outcome out)
+{
+	switch (out) {
+	case OUT_OK:
+		return NL_SEND_OK;
+	case OUT_REJECTED:
+		return NL_SEND_REJECTED;
+	case OUT_ABORTED:
+		return NL_SEND_ABORTED;
+	case OUT_RETRY:
+	case OUT_GIVE_UP:
+		break;
+	}
+	return NL_SEND_RETRYABLE_FAILED;
+}
+
+enum nl_send_result nl_transport_send(struct nl_transport *t, const uint8_t *body, size_t len,
+				      uint64_t deadline_ns, const _Atomic bool *abort)
+{
+	if (!t)
+		return NL_SEND_RETRYABLE_FAILED;
+	if (is_aborted(abort))
+		return NL_SEND_ABORTED;
+	uint64_t now = nl_monotonic_ns();
+	deadline_ns = effective_deadline(t, deadline_ns, now);
+	if (now >= deadline_ns)
+		return NL_SEND_RETRYABLE_FAILED;
+
+	uint8_t *owned;
+	CURLcode rc = set_body(t, body, len, &owned);
+	if (rc != CURLE_OK) {
+		nl_warn_once("otlp.setup", "cannot set up the OTLP exporter for %s: %s", t->endpoint,
+			     curl_easy_strerror(rc));
+		free(owned);
+		return NL_SEND_RETRYABLE_FAILED;
+	}
+	t->abort = abort;
+	enum outcome out = send_with_retries(t, deadline_ns);
+	t->abort = NULL;
+	/* curl keeps only a pointer to the body: forget it before freeing it. */
+	curl_easy_setopt(t->easy, CURLOPT_POSTFIELDS, (const char *)"");
+	curl_easy_setopt(t->easy, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)0);
+	free(owned);
+	return to_result(out);
+}

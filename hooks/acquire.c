@@ -1,0 +1,111 @@
+#include "acquire.h"
+
+#include <errno.h>
+
+#include "clock.h"
+#include "connmetrics.h"
+#include "dest.h"
+#include "real.h"
+#include "runtime.h"
+
+static void settle(int fd, enum nl_queue_outcome outcome)
+{
+	struct nl_fd *e = nl_fd_lookup(fd);
+	if (!e)
+		return;
+	uint32_t expected = NL_FD_CONNECTING;
+	if (atomic_compare_exchange_strong(&e->state, &expected, NL_FD_SOCKET))
+		nl_conn_wait(e->dest, outcome, nl_monotonic_ns() - e->start_ns);
+}
+
+/* Whether a socket whose connect is pending has connected by now. */
+static enum nl_queue_outcome probe(int fd)
+{
+	int so_error = 0;
+	socklen_t len = sizeof so_error;
+	struct sockaddr_storage peer;
+	socklen_t plen = sizeof peer;
+	if (NL_REAL(getsockopt)(fd, SOL_SOCKET, SO_ERROR, &so_error, &len) == 0 && so_error == 0 &&
+	    getpeername(fd, (struct sockaddr *)&peer, &plen) == 0)
+		return NL_QUEUE_OK;
+	return NL_QUEUE_ABANDONED;
+}
+
+static int is_stream_socket(int fd)
+{
+	int type = 0;
+	socklen_t len = sizeof type;
+	return NL_REAL(getsockopt)(fd, SOL_SOCKET, SO_TYPE, &type, &len) == 0 && type == SOCK_STREAM;
+}
+
+int nl_acq_classify(int fd, const struct sockaddr *addr, socklen_t len)
+{
+	uint32_t state = nl_fd_state(fd);
+	if (state == NL_FD_CONNECTING)
+		return NL_ACQ_RECHECK;
+	if (state == NL_FD_IGNORED || !addr || len < (socklen_t)sizeof(sa_family_t) || addr->sa_family == AF_UNSPEC)
+		return NL_DEST_NONE;
+	int dest = nl_dest_match(addr, len);
+	if (dest == NL_DEST_NONE)
+		return NL_DEST_NONE;
+	if (state == NL_FD_UNTRACKED) {
+		/* A socket created before the shim saw it (inherited across exec, or from
+		 * socketpair): ask the kernel once what it is. */
+		if (!is_stream_socket(fd)) {
+			nl_fd_ignore(fd);
+			return NL_DEST_NONE;
+		}
+		nl_fd_track(fd);
+	}
+	return dest;
+}
+
+void nl_acq_connected(int fd, int what, unsigned long long t0_ns, int result, int err)
+{
+	if (what == NL_DEST_NONE)
+		return;
+	if (what == NL_ACQ_RECHECK) {
+		if (result == 0 || err == EISCONN)
+			settle(fd, NL_QUEUE_OK);
+		else if (err != EALREADY && err != EINPROGRESS && err != EINTR)
+			settle(fd, NL_QUEUE_ABANDONED);
+		return;
+	}
+	nl_conn_attempt(what);
+	nl_runtime_kick();
+	if (result == 0 || (err != EINPROGRESS && err != EINTR))
+		return;   /* finished inside the call, either way: no wait to record */
+	struct nl_fd *e = nl_fd_get(fd);
+	if (!e)
+		return;
+	e->dest = what;
+	e->start_ns = t0_ns;
+	atomic_store_explicit(&e->state, NL_FD_CONNECTING, memory_order_release);
+}
+
+void nl_acq_after_io(int fd, int ok, int err)
+{
+	if (ok)
+		settle(fd, NL_QUEUE_OK);
+	else if (err != EAGAIN && err != EWOULDBLOCK && err != EINTR && err != EALREADY && err != EINPROGRESS)
+		settle(fd, NL_QUEUE_ABANDONED);
+}
+
+void nl_acq_so_error(int fd, int so_error)
+{
+	if (so_error != 0) {
+		settle(fd, NL_QUEUE_ABANDONED);
+		return;
+	}
+	struct sockaddr_storage peer;
+	socklen_t plen = sizeof peer;
+	if (getpeername(fd, (struct sockaddr *)&peer, &plen) == 0)
+		settle(fd, NL_QUEUE_OK);
+}
+
+void nl_acq_release(int fd)
+{
+	if (nl_fd_state(fd) == NL_FD_CONNECTING)
+		settle(fd, probe(fd));
+	nl_fd_forget(fd);
+}

@@ -1,0 +1,49 @@
+/* Connection acquisitions: the state machine behind the connection metrics.
+ *
+ * An acquisition is one connect() on a stream socket to a counted
+ * destination. It is counted on entry. When connect() does not finish the
+ * connection inside the call (EINPROGRESS, or EINTR on a blocking socket), the
+ * fd becomes NL_FD_CONNECTING and the acquisition waits until one of these
+ * tells the shim how it ended:
+ *   getsockopt(SO_ERROR)  an error: abandoned; 0 and a peer: ok
+ *   connect() again       EISCONN or 0: ok; EALREADY/EINPROGRESS: still waiting;
+ *                         any other error: abandoned
+ *   the first I/O         success: ok; EAGAIN/EINTR: still waiting; error: abandoned
+ *   close(), dup2() over it, close_range()
+ *                         the socket's real state: ok when it had connected,
+ *                         else abandoned
+ * The wait (entry to connect() until then) is recorded once, by whichever
+ * thread settles it first.
+ */
+#ifndef NL_ACQUIRE_H
+#define NL_ACQUIRE_H
+
+#include <sys/socket.h>
+
+#include "fdtable.h"
+
+#define NL_ACQ_RECHECK (-2)   /* connect() on an fd whose acquisition is pending */
+
+/* Decides, before the real connect(), what this call is: a destination index,
+ * NL_DEST_NONE (not counted) or NL_ACQ_RECHECK. */
+int nl_acq_classify(int fd, const struct sockaddr *addr, socklen_t len);
+/* After the real connect(): counts the attempt and starts or settles a wait. */
+void nl_acq_connected(int fd, int what, unsigned long long t0_ns, int result, int err);
+/* After I/O on an fd that is NL_FD_CONNECTING. */
+void nl_acq_after_io(int fd, int ok, int err);
+/* After getsockopt(SO_ERROR) returned so_error on an NL_FD_CONNECTING fd. */
+void nl_acq_so_error(int fd, int so_error);
+/* The fd is going away (close, dup2 target, close_range): settle and forget. */
+void nl_acq_release(int fd);
+
+/* I/O hooks: settle a pending acquisition after the real call returned r. */
+#define NL_AFTER_IO(fd, r)                                                      \
+	do {                                                                    \
+		if (__builtin_expect(nl_fd_state(fd) == NL_FD_CONNECTING, 0)) { \
+			int nl_saved_errno_ = errno;                            \
+			nl_acq_after_io((fd), (r) >= 0, nl_saved_errno_);       \
+			errno = nl_saved_errno_;                                \
+		}                                                               \
+	} while (0)
+
+#endif

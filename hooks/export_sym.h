@@ -1,0 +1,6 @@
+#ifndef NL_EXPORT_SYM_H
+#define NL_EXPORT_SYM_H
+/* Interposed libc functions and the public API are the only symbols the .so
+ * exports (see preload/exports.map); everything else is hidden. */
+#define NL_EXPORT __attribute__((visibility("default")))
+#endif

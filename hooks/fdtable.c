@@ -1,0 +1,76 @@
+#include "fdtable.h"
+
+#include <errno.h>
+#include <sys/mman.h>
+
+_Atomic(struct nl_fd *) nl_fd_chunks[NL_FD_CHUNKS];
+__thread int nl_hooks_bypass __attribute__((tls_model("initial-exec")));
+
+struct nl_fd *nl_fd_get(int fd)
+{
+	struct nl_fd *e = nl_fd_lookup(fd);
+	if (e || (unsigned)fd >= NL_FD_LIMIT)
+		return e;
+	/* mmap rather than malloc: async-signal-safe, and untouched pages cost no RSS. */
+	int saved = errno;
+	size_t size = NL_FD_CHUNK * sizeof(struct nl_fd);
+	struct nl_fd *chunk = mmap(0, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	errno = saved;
+	if (chunk == MAP_FAILED)
+		return 0;
+	struct nl_fd *expected = 0;
+	_Atomic(struct nl_fd *) *slot = &nl_fd_chunks[(unsigned)fd >> NL_FD_CHUNK_BITS];
+	if (!atomic_compare_exchange_strong(slot, &expected, chunk)) {
+		munmap(chunk, size);   /* another thread installed the chunk first */
+		chunk = expected;
+	}
+	return &chunk[(unsigned)fd & (NL_FD_CHUNK - 1)];
+}
+
+void nl_fd_track(int fd)
+{
+	struct nl_fd *e = nl_fd_get(fd);
+	if (e)
+		atomic_store_explicit(&e->state, NL_FD_SOCKET, memory_order_release);
+}
+
+void nl_fd_ignore(int fd)
+{
+	struct nl_fd *e = nl_fd_get(fd);
+	if (e)
+		atomic_store_explicit(&e->state, NL_FD_IGNORED, memory_order_release);
+}
+
+uint32_t nl_fd_forget(int fd)
+{
+	struct nl_fd *e = nl_fd_lookup(fd);
+	if (!e || atomic_load_explicit(&e->state, memory_order_relaxed) == NL_FD_UNTRACKED)
+		return NL_FD_UNTRACKED;
+	return atomic_exchange(&e->state, NL_FD_UNTRACKED);
+}
+
+void nl_fd_copy(int oldfd, int newfd)
+{
+	/* A duplicate shares the socket but not a pending acquisition, which stays
+	 * with the fd that started it. */
+	uint32_t state = nl_fd_state(oldfd);
+	if (state == NL_FD_UNTRACKED)
+		nl_fd_forget(newfd);
+	else if (state == NL_FD_IGNORED)
+		nl_fd_ignore(newfd);
+	else
+		nl_fd_track(newfd);
+}
+
+void nl_fd_atfork_child(void)
+{
+	for (unsigned c = 0; c < NL_FD_CHUNKS; c++) {
+		struct nl_fd *chunk = atomic_load(&nl_fd_chunks[c]);
+		if (!chunk)
+			continue;
+		for (unsigned i = 0; i < NL_FD_CHUNK; i++) {
+			uint32_t expected = NL_FD_CONNECTING;
+			atomic_compare_exchange_strong(&chunk[i].state, &expected, NL_FD_SOCKET);
+		}
+	}
+}

@@ -1,0 +1,75 @@
+/* Per-fd socket state, kept in a table indexed by fd.
+ *
+ * The table has two levels: a fixed array of chunk pointers and chunks of
+ * NL_FD_CHUNK entries, mapped the first time a socket with an fd in their
+ * range is tracked. Looking up an fd the shim does not track costs a bounds
+ * check and one or two loads; there is no hashing, no lock and no allocation
+ * on any I/O path. Fds at or beyond NL_FD_LIMIT are simply not tracked.
+ *
+ * Each entry is small and can grow to carry a protocol parser's state
+ * without changing how it is found.
+ */
+#ifndef NL_FDTABLE_H
+#define NL_FDTABLE_H
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+enum nl_fd_state {
+	NL_FD_UNTRACKED = 0,
+	NL_FD_SOCKET,           /* a stream socket of the target's: idle, connected, or listening */
+	NL_FD_CONNECTING,       /* a connect() that did not complete inside the call */
+	NL_FD_IGNORED,          /* a socket the shim saw and does not count (datagram, the shim's own) */
+};
+
+struct nl_fd {
+	_Atomic uint32_t state;
+	int32_t dest;           /* destination index while connecting */
+	uint64_t start_ns;      /* CLOCK_MONOTONIC at entry to connect() */
+};
+
+#define NL_FD_CHUNK_BITS 12
+#define NL_FD_CHUNK (1u << NL_FD_CHUNK_BITS)
+#define NL_FD_CHUNKS 256
+#define NL_FD_LIMIT (NL_FD_CHUNK * NL_FD_CHUNKS)   /* 1,048,576 */
+
+extern _Atomic(struct nl_fd *) nl_fd_chunks[NL_FD_CHUNKS];
+
+/* The entry of fd if its chunk exists, else NULL. */
+static inline struct nl_fd *nl_fd_lookup(int fd)
+{
+	if ((unsigned)fd >= NL_FD_LIMIT)
+		return 0;
+	struct nl_fd *chunk = atomic_load_explicit(&nl_fd_chunks[(unsigned)fd >> NL_FD_CHUNK_BITS],
+						   memory_order_acquire);
+	return chunk ? &chunk[(unsigned)fd & (NL_FD_CHUNK - 1)] : 0;
+}
+
+static inline uint32_t nl_fd_state(int fd)
+{
+	struct nl_fd *e = nl_fd_lookup(fd);
+	return e ? atomic_load_explicit(&e->state, memory_order_relaxed) : NL_FD_UNTRACKED;
+}
+
+/* The entry of fd, mapping its chunk when needed; NULL when fd is out of range
+ * or memory is short (the fd then goes untracked). */
+struct nl_fd *nl_fd_get(int fd);
+
+/* Starts tracking fd as a fresh socket, forgetting whatever state the number had. */
+void nl_fd_track(int fd);
+/* Marks fd as a socket the shim knows and does not count. */
+void nl_fd_ignore(int fd);
+/* Stops tracking fd; returns the state it had. */
+uint32_t nl_fd_forget(int fd);
+/* Copies tracking from oldfd to newfd (dup and friends). */
+void nl_fd_copy(int oldfd, int newfd);
+
+/* Fork child: pending connects belong to the parent's acquisitions. */
+void nl_fd_atfork_child(void);
+
+/* Set while the shim itself runs (exporter thread, exit flush): the hooks then
+ * pass every call straight through, so the shim's own sockets are never counted. */
+extern __thread int nl_hooks_bypass __attribute__((tls_model("initial-exec")));
+
+#endif

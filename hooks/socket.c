@@ -1,0 +1,230 @@
+/* Creating, connecting, copying and releasing sockets.
+ *
+ * What each call adds to the original:
+ *   socket, accept, accept4  the new fd starts fresh (tracked stream socket,
+ *                            or ignored), whatever its number carried before
+ *   socketpair               both fds start fresh, not counted
+ *   connect                  counts the attempt, may start a pending acquisition
+ *   getsockopt(SO_ERROR)     may settle a pending acquisition
+ *   close, close_range, closefrom, dup2, dup3 (over a tracked fd)
+ *                            settle what is pending, forget the fd
+ *   dup, dup2, dup3, fcntl(F_DUPFD*)
+ *                            the copy is tracked like the original
+ */
+#undef _FORTIFY_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <stdarg.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "acquire.h"
+#include "clock.h"
+#include "dest.h"
+#include "export_sym.h"
+#include "real.h"
+#include "runtime.h"
+
+static int counting(void)
+{
+	return atomic_load_explicit(&nl_recording, memory_order_relaxed) && !nl_hooks_bypass;
+}
+
+/* A new socket fd: tracked if it can carry a counted connection. */
+static void fresh_socket(int fd, int domain, int type)
+{
+	int base = type & ~(SOCK_NONBLOCK | SOCK_CLOEXEC);
+	if (!counting())
+		nl_fd_forget(fd);
+	else if (base == SOCK_STREAM && (domain == AF_INET || domain == AF_INET6 || domain == AF_UNIX))
+		nl_fd_track(fd);
+	else
+		nl_fd_ignore(fd);
+}
+
+NL_EXPORT int socket(int domain, int type, int protocol)
+{
+	int fd = NL_REAL(socket)(domain, type, protocol);
+	if (fd >= 0) {
+		int saved = errno;
+		fresh_socket(fd, domain, type);
+		errno = saved;
+	}
+	return fd;
+}
+
+NL_EXPORT int socketpair(int domain, int type, int protocol, int sv[2])
+{
+	int r = NL_REAL(socketpair)(domain, type, protocol, sv);
+	if (r == 0) {
+		nl_fd_forget(sv[0]);
+		nl_fd_forget(sv[1]);
+	}
+	return r;
+}
+
+NL_EXPORT int accept(int fd, struct sockaddr *addr, socklen_t *len)
+{
+	int r = NL_REAL(accept)(fd, addr, len);
+	if (r >= 0) {
+		int saved = errno;
+		nl_fd_copy(fd, r);
+		errno = saved;
+	}
+	return r;
+}
+
+NL_EXPORT int accept4(int fd, struct sockaddr *addr, socklen_t *len, int flags)
+{
+	int r = NL_REAL(accept4)(fd, addr, len, flags);
+	if (r >= 0) {
+		int saved = errno;
+		nl_fd_copy(fd, r);
+		errno = saved;
+	}
+	return r;
+}
+
+NL_EXPORT int connect(int fd, const struct sockaddr *addr, socklen_t len)
+{
+	if (!counting())
+		return NL_REAL(connect)(fd, addr, len);
+	int saved = errno;
+	int what = nl_acq_classify(fd, addr, len);
+	uint64_t t0 = nl_monotonic_ns();
+	errno = saved;
+	int r = NL_REAL(connect)(fd, addr, len);
+	saved = errno;
+	nl_acq_connected(fd, what, t0, r, saved);
+	errno = saved;
+	return r;
+}
+
+NL_EXPORT int getsockopt(int fd, int level, int name, void *val, socklen_t *len)
+{
+	int r = NL_REAL(getsockopt)(fd, level, name, val, len);
+	if (r == 0 && level == SOL_SOCKET && name == SO_ERROR && val && len && *len >= (socklen_t)sizeof(int) &&
+	    nl_fd_state(fd) == NL_FD_CONNECTING) {
+		int saved = errno;
+		nl_acq_so_error(fd, *(int *)val);
+		errno = saved;
+	}
+	return r;
+}
+
+NL_EXPORT int close(int fd)
+{
+	if (nl_fd_state(fd) != NL_FD_UNTRACKED) {
+		int saved = errno;
+		nl_acq_release(fd);
+		errno = saved;
+	}
+	return NL_REAL(close)(fd);
+}
+
+static void release_range(unsigned first, unsigned last)
+{
+	int saved = errno;
+	for (unsigned c = first >> NL_FD_CHUNK_BITS; c < NL_FD_CHUNKS && c <= last >> NL_FD_CHUNK_BITS; c++) {
+		if (!atomic_load(&nl_fd_chunks[c]))
+			continue;   /* nothing tracked in this range */
+		unsigned lo = c << NL_FD_CHUNK_BITS, hi = lo + NL_FD_CHUNK - 1;
+		for (unsigned fd = lo > first ? lo : first; fd <= hi && fd <= last; fd++)
+			if (nl_fd_state((int)fd) != NL_FD_UNTRACKED)
+				nl_acq_release((int)fd);
+	}
+	errno = saved;
+}
+
+NL_EXPORT int close_range(unsigned first, unsigned last, int flags)
+{
+	/* CLOSE_RANGE_CLOEXEC only marks the fds; they are closed at exec, when the
+	 * shim's state goes away with the image anyway. */
+	if (!(flags & CLOSE_RANGE_CLOEXEC) && first <= last)
+		release_range(first, last);
+	return NL_REAL(close_range)(first, last, flags);
+}
+
+NL_EXPORT void closefrom(int lowfd)
+{
+	if (lowfd >= 0)
+		release_range((unsigned)lowfd, ~0u);
+	NL_REAL(closefrom)(lowfd);
+}
+
+NL_EXPORT int dup(int oldfd)
+{
+	int r = NL_REAL(dup)(oldfd);
+	if (r >= 0) {
+		int saved = errno;
+		nl_fd_copy(oldfd, r);
+		errno = saved;
+	}
+	return r;
+}
+
+/* dup2/dup3 close newfd silently: settle what it had pending first. */
+static void before_dup_over(int oldfd, int newfd)
+{
+	if (oldfd != newfd && nl_fd_state(newfd) != NL_FD_UNTRACKED) {
+		int saved = errno;
+		nl_acq_release(newfd);
+		errno = saved;
+	}
+}
+
+static void after_dup(int oldfd, int newfd, int r)
+{
+	if (r >= 0 && oldfd != newfd) {
+		int saved = errno;
+		nl_fd_copy(oldfd, newfd);
+		errno = saved;
+	}
+}
+
+NL_EXPORT int dup2(int oldfd, int newfd)
+{
+	before_dup_over(oldfd, newfd);
+	int r = NL_REAL(dup2)(oldfd, newfd);
+	after_dup(oldfd, newfd, r);
+	return r;
+}
+
+NL_EXPORT int dup3(int oldfd, int newfd, int flags)
+{
+	before_dup_over(oldfd, newfd);
+	int r = NL_REAL(dup3)(oldfd, newfd, flags);
+	after_dup(oldfd, newfd, r);
+	return r;
+}
+
+/* fcntl's third argument is an int or a pointer depending on cmd; passing it on
+ * as an unsigned long carries either unchanged on the ABIs glibc supports. */
+static int fcntl_common(nl_fcntl_fn real, int fd, int cmd, unsigned long arg)
+{
+	int r = real(fd, cmd, arg);
+	if (r >= 0 && (cmd == F_DUPFD || cmd == F_DUPFD_CLOEXEC)) {
+		int saved = errno;
+		nl_fd_copy(fd, r);
+		errno = saved;
+	}
+	return r;
+}
+
+NL_EXPORT int fcntl(int fd, int cmd, ...)
+{
+	va_list ap;
+	va_start(ap, cmd);
+	unsigned long arg = va_arg(ap, unsigned long);
+	va_end(ap);
+	return fcntl_common(NL_REAL(fcntl), fd, cmd, arg);
+}
+
+NL_EXPORT int fcntl64(int fd, int cmd, ...)
+{
+	va_list ap;
+	va_start(ap, cmd);
+	unsigned long arg = va_arg(ap, unsigned long);
+	va_end(ap);
+	return fcntl_common((nl_fcntl_fn)NL_REAL(fcntl64), fd, cmd, arg);
+}

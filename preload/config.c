@@ -1,0 +1,527 @@
+#include "config.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#define DEFAULT_ENDPOINT "http://localhost:4318/v1/metrics"
+#define MAX_MS (24L * 3600 * 1000)   /* a day: anything longer is a typo */
+
+/* ---- value parsers ------------------------------------------------------ */
+
+int nl_parse_bool(const char *s, bool *out)
+{
+	static const char *const yes[] = { "true", "1", "yes", "on" };
+	static const char *const no[] = { "false", "0", "no", "off" };
+	for (size_t i = 0; i < sizeof yes / sizeof *yes; i++) {
+		if (strcasecmp(s, yes[i]) == 0) {
+			*out = true;
+			return 0;
+		}
+		if (strcasecmp(s, no[i]) == 0) {
+			*out = false;
+			return 0;
+		}
+	}
+	return -1;
+}
+
+int nl_parse_ms(const char *s, long *out)
+{
+	long v = 0;
+	const char *p = s;
+	while (*p == ' ')
+		p++;
+	if (!isdigit((unsigned char)*p))
+		return -1;
+	for (; isdigit((unsigned char)*p); p++) {
+		v = v * 10 + (*p - '0');
+		if (v > MAX_MS)
+			return -1;
+	}
+	while (*p == ' ')
+		p++;
+	if (*p)
+		return -1;
+	*out = v;
+	return 0;
+}
+
+/* Fractional seconds ("2.5") to milliseconds, for NeMo Gym's *_SECONDS variables. */
+static int parse_seconds_as_ms(const char *s, long *out)
+{
+	char *end;
+	errno = 0;
+	double v = strtod(s, &end);
+	while (*end == ' ')
+		end++;
+	if (errno || end == s || *end || !(v > 0) || v * 1000 > (double)MAX_MS)
+		return -1;
+	*out = (long)(v * 1000 + 0.5);
+	return 0;
+}
+
+bool nl_utf8_valid(const char *str, size_t n)
+{
+	const unsigned char *s = (const unsigned char *)str;
+	size_t i = 0;
+	while (i < n) {
+		unsigned char c = s[i];
+		size_t len;
+		unsigned int cp;
+		if (c < 0x80) {
+			i++;
+			continue;
+		} else if ((c & 0xE0) == 0xC0) {
+			len = 2;
+			cp = c & 0x1F;
+		} else if ((c & 0xF0) == 0xE0) {
+			len = 3;
+			cp = c & 0x0F;
+		} else if ((c & 0xF8) == 0xF0) {
+			len = 4;
+			cp = c & 0x07;
+		} else {
+			return false;
+		}
+		if (i + len > n)
+			return false;
+		for (size_t k = 1; k < len; k++) {
+			if ((s[i + k] & 0xC0) != 0x80)
+				return false;
+			cp = (cp << 6) | (s[i + k] & 0x3F);
+		}
+		/* overlong forms, surrogates, beyond U+10FFFF */
+		if ((len == 2 && cp < 0x80) || (len == 3 && cp < 0x800) || (len == 4 && cp < 0x10000) ||
+		    (cp >= 0xD800 && cp <= 0xDFFF) || cp > 0x10FFFF)
+			return false;
+		i += len;
+	}
+	return true;
+}
+
+char *nl_utf8_sanitized_dup(const char *s)
+{
+	size_t n = strlen(s);
+	char *out = malloc(n + 1);
+	if (!out)
+		return NULL;
+	size_t i = 0;
+	while (i < n) {
+		/* The longest valid sequence starting here (1 to 4 bytes), if any. */
+		size_t len = 4;
+		while (len > 0 && (i + len > n || !nl_utf8_valid(s + i, len)))
+			len--;
+		if (len == 0) {
+			out[i++] = '?';
+			continue;
+		}
+		memcpy(out + i, s + i, len);
+		i += len;
+	}
+	out[n] = 0;
+	return out;
+}
+
+static int hexval(char c)
+{
+	if (c >= '0' && c <= '9')
+		return c - '0';
+	c = (char)tolower((unsigned char)c);
+	if (c >= 'a' && c <= 'f')
+		return c - 'a' + 10;
+	return -1;
+}
+
+/* Percent-decodes [s, s+n) with surrounding spaces trimmed. NULL when malformed. */
+static char *decode_part(const char *s, size_t n)
+{
+	while (n && *s == ' ') {
+		s++;
+		n--;
+	}
+	while (n && s[n - 1] == ' ')
+		n--;
+	char *out = malloc(n + 1);
+	if (!out)
+		return NULL;
+	size_t o = 0;
+	for (size_t i = 0; i < n; i++) {
+		if (s[i] != '%') {
+			out[o++] = s[i];
+			continue;
+		}
+		int hi = i + 2 < n ? hexval(s[i + 1]) : -1;
+		int lo = i + 2 < n ? hexval(s[i + 2]) : -1;
+		if (hi < 0 || lo < 0) {
+			free(out);
+			return NULL;
+		}
+		out[o++] = (char)(hi * 16 + lo);
+		i += 2;
+	}
+	out[o] = 0;
+	if (!nl_utf8_valid(out, o) || memchr(out, 0, o)) {
+		free(out);
+		return NULL;
+	}
+	return out;
+}
+
+void nl_free_kv_list(struct nl_header *list, size_t n)
+{
+	for (size_t i = 0; i < n; i++) {
+		free(list[i].name);
+		free(list[i].value);
+		list[i].name = list[i].value = NULL;
+	}
+}
+
+int nl_parse_kv_list(const char *s, struct nl_header *out, size_t max)
+{
+	size_t n = 0;
+	const char *p = s;
+	while (*p) {
+		const char *end = strchr(p, ',');
+		if (!end)
+			end = p + strlen(p);
+		const char *eq = memchr(p, '=', (size_t)(end - p));
+		bool blank = strspn(p, " ") >= (size_t)(end - p);
+		if (!blank) {
+			char *k = eq ? decode_part(p, (size_t)(eq - p)) : NULL;
+			char *v = eq ? decode_part(eq + 1, (size_t)(end - eq - 1)) : NULL;
+			if (!k || !v || !*k) {
+				free(k);
+				free(v);
+				nl_free_kv_list(out, n);
+				return -1;
+			}
+			if (n < max) {
+				out[n].name = k;
+				out[n].value = v;
+				n++;
+			} else {
+				free(k);
+				free(v);
+			}
+		}
+		p = *end ? end + 1 : end;
+	}
+	return (int)n;
+}
+
+/* ---- reading the environment -------------------------------------------- */
+
+struct env {
+	nl_getenv_fn get;
+};
+
+/* Empty values count as unset, as the OpenTelemetry specification says. */
+static const char *env_get(const struct env *e, const char *name)
+{
+	const char *v = e->get(name);
+	return v && *v ? v : NULL;
+}
+
+static void invalid(const char *name, const char *value, const char *expect)
+{
+	char key[96];
+	snprintf(key, sizeof key, "env.%s", name);
+	nl_warn_once(key, "ignoring %s=\"%.40s%s\": expected %s", name, value,
+		     strlen(value) > 40 ? "..." : "", expect);
+}
+
+/* Reads the first of names[] that is set; returns whether one was valid. */
+static bool env_bool(const struct env *e, const char *const *names, bool *out)
+{
+	for (; *names; names++) {
+		const char *v = env_get(e, *names);
+		if (!v)
+			continue;
+		if (nl_parse_bool(v, out) == 0)
+			return true;
+		invalid(*names, v, "true or false");
+	}
+	return false;
+}
+
+static void env_ms(const struct env *e, const char *name, long *out, long min)
+{
+	const char *v = env_get(e, name);
+	long ms;
+	if (!v)
+		return;
+	if (nl_parse_ms(v, &ms) == 0 && ms >= min)
+		*out = ms;
+	else
+		invalid(name, v, "a whole number of milliseconds");
+}
+
+static char *env_dup(const struct env *e, const char *name)
+{
+	const char *v = env_get(e, name);
+	return v ? strdup(v) : NULL;
+}
+
+/* The METRICS_ specific variable wins over the generic one. */
+static const char *env_otlp(const struct env *e, const char *suffix, const char **which)
+{
+	static __thread char name[80];
+	snprintf(name, sizeof name, "OTEL_EXPORTER_OTLP_METRICS_%s", suffix);
+	const char *v = env_get(e, name);
+	if (!v) {
+		snprintf(name, sizeof name, "OTEL_EXPORTER_OTLP_%s", suffix);
+		v = env_get(e, name);
+	}
+	if (which)
+		*which = name;
+	return v;
+}
+
+static bool is_http_url(const char *s)
+{
+	return strncasecmp(s, "http://", 7) == 0 || strncasecmp(s, "https://", 8) == 0;
+}
+
+static void load_endpoint(struct nl_config *cfg, const struct env *e)
+{
+	const char *v = env_get(e, "OTEL_EXPORTER_OTLP_METRICS_ENDPOINT");
+	if (v) {
+		if (is_http_url(v)) {
+			cfg->endpoint = strdup(v);
+			return;
+		}
+		invalid("OTEL_EXPORTER_OTLP_METRICS_ENDPOINT", v, "an http:// or https:// URL");
+	}
+	v = env_get(e, "OTEL_EXPORTER_OTLP_ENDPOINT");
+	if (v) {
+		if (is_http_url(v)) {
+			size_t n = strlen(v);
+			bool slash = v[n - 1] == '/';
+			cfg->endpoint = malloc(n + 12);
+			if (cfg->endpoint)
+				sprintf(cfg->endpoint, "%s%sv1/metrics", v, slash ? "" : "/");
+			return;
+		}
+		invalid("OTEL_EXPORTER_OTLP_ENDPOINT", v, "an http:// or https:// URL");
+	}
+	cfg->endpoint = strdup(DEFAULT_ENDPOINT);
+}
+
+static void load_exporter(struct nl_config *cfg, const struct env *e)
+{
+	static const char *const names[] = { "OTEL_METRICS_EXPORTER", "NEMO_GYM_OTEL_EXPORTER", NULL };
+	for (const char *const *n = names; *n; n++) {
+		const char *v = env_get(e, *n);
+		if (!v)
+			continue;
+		/* A comma-separated list is allowed; the first exporter we know wins. */
+		char buf[128];
+		snprintf(buf, sizeof buf, "%s", v);
+		for (char *save, *tok = strtok_r(buf, ", ", &save); tok; tok = strtok_r(NULL, ", ", &save)) {
+			if (strcasecmp(tok, "otlp") == 0) {
+				cfg->exporter = NL_EXPORTER_OTLP;
+				return;
+			}
+			if (strcasecmp(tok, "console") == 0) {
+				cfg->exporter = NL_EXPORTER_CONSOLE;
+				return;
+			}
+			if (strcasecmp(tok, "none") == 0) {
+				cfg->exporter = NL_EXPORTER_NONE;
+				return;
+			}
+		}
+		invalid(*n, v, "otlp, console or none");
+	}
+}
+
+static void load_otlp(struct nl_config *cfg, const struct env *e)
+{
+	const char *which, *v;
+
+	load_endpoint(cfg, e);
+
+	if ((v = env_otlp(e, "HEADERS", &which))) {
+		int n = nl_parse_kv_list(v, cfg->headers, NL_MAX_HEADERS);
+		if (n < 0)
+			invalid(which, v, "comma-separated key=value pairs (percent-encoded)");
+		else
+			cfg->n_headers = (size_t)n;
+	}
+	if ((v = env_otlp(e, "TIMEOUT", &which))) {
+		long ms;
+		if (nl_parse_ms(v, &ms) == 0 && ms > 0)
+			cfg->otlp_timeout_ms = ms;
+		else
+			invalid(which, v, "a positive number of milliseconds");
+	}
+	if ((v = env_otlp(e, "COMPRESSION", &which))) {
+		if (strcasecmp(v, "gzip") == 0)
+			cfg->gzip = true;
+		else if (strcasecmp(v, "none") == 0)
+			cfg->gzip = false;
+		else
+			invalid(which, v, "gzip or none");
+	}
+	if ((v = env_otlp(e, "PROTOCOL", &which)) && strcmp(v, "http/protobuf") != 0) {
+		char key[96];
+		snprintf(key, sizeof key, "env.%s", which);
+		nl_warn_once(key, "%s=%s is not supported; using http/protobuf", which, v);
+	}
+	if ((v = env_otlp(e, "CERTIFICATE", NULL)))
+		cfg->ca_file = strdup(v);
+	if ((v = env_otlp(e, "CLIENT_KEY", NULL)))
+		cfg->client_key = strdup(v);
+	if ((v = env_otlp(e, "CLIENT_CERTIFICATE", NULL)))
+		cfg->client_cert = strdup(v);
+
+	v = env_get(e, "OTEL_EXPORTER_OTLP_METRICS_TEMPORALITY_PREFERENCE");
+	if (v) {
+		if (strcasecmp(v, "cumulative") == 0) {
+			cfg->delta_counters = cfg->delta_histograms = false;
+		} else if (strcasecmp(v, "delta") == 0) {
+			cfg->delta_counters = cfg->delta_histograms = true;
+		} else if (strcasecmp(v, "lowmemory") == 0) {
+			/* The connection counter is an observable counter: cumulative under lowmemory. */
+			cfg->delta_counters = false;
+			cfg->delta_histograms = true;
+		} else {
+			invalid("OTEL_EXPORTER_OTLP_METRICS_TEMPORALITY_PREFERENCE", v,
+				"cumulative, delta or lowmemory");
+		}
+	}
+}
+
+static void load_log_level(struct nl_config *cfg, const struct env *e)
+{
+	static const char *const names[] = { "none", "error", "warn", "info", "debug" };
+	const char *v = env_get(e, "NEMOLENS_LOG_LEVEL");
+	if (!v)
+		return;
+	for (size_t i = 0; i < sizeof names / sizeof *names; i++) {
+		if (strcasecmp(v, names[i]) == 0) {
+			cfg->log_level = (enum nl_log_level)i;
+			nl_log_set_level(cfg->log_level);
+			return;
+		}
+	}
+	if (strcasecmp(v, "warning") == 0 || strcasecmp(v, "off") == 0) {
+		cfg->log_level = strcasecmp(v, "off") == 0 ? NL_LOG_NONE : NL_LOG_WARN;
+		nl_log_set_level(cfg->log_level);
+		return;
+	}
+	invalid("NEMOLENS_LOG_LEVEL", v, "none, error, warn, info or debug");
+}
+
+static void load_resource(struct nl_config *cfg, const struct env *e)
+{
+	const char *v = env_get(e, "OTEL_RESOURCE_ATTRIBUTES");
+	if (v) {
+		int n = nl_parse_kv_list(v, cfg->resource, NL_MAX_RESOURCE_ATTRS);
+		if (n < 0)
+			invalid("OTEL_RESOURCE_ATTRIBUTES", v, "comma-separated key=value pairs (percent-encoded)");
+		else
+			cfg->n_resource = (size_t)n;
+	}
+
+	const char *service = env_get(e, "OTEL_SERVICE_NAME");
+	if (!service)
+		for (size_t i = 0; i < cfg->n_resource; i++)
+			if (strcmp(cfg->resource[i].name, "service.name") == 0)
+				service = cfg->resource[i].value;
+	if (service)
+		cfg->service_name = nl_utf8_sanitized_dup(service);
+}
+
+void nl_config_load(struct nl_config *cfg, nl_getenv_fn get, const char *program_name)
+{
+	struct env e = { get };
+	static const char *const enabled[] = { "NEMOLENS_ENABLED", "NEMO_GYM_OTEL_ENABLED", NULL };
+	static const char *const metrics[] = { "NEMOLENS_METRICS_ENABLED", "NEMO_GYM_OTEL_METRICS_ENABLED", NULL };
+	static const char *const memory[] = { "NEMOLENS_MEMORY_PROFILING",
+					      "NEMO_GYM_OTEL_MEMORY_PROFILING_ENABLED", NULL };
+	static const char *const sdk_disabled[] = { "OTEL_SDK_DISABLED", NULL };
+
+	memset(cfg, 0, sizeof *cfg);
+	cfg->enabled = true;
+	cfg->metrics_enabled = true;
+	cfg->exporter = NL_EXPORTER_OTLP;
+	cfg->export_interval_ms = 10000;
+	cfg->export_timeout_ms = 30000;
+	cfg->otlp_timeout_ms = 10000;
+	cfg->exit_timeout_ms = 500;
+	cfg->memory_interval_ms = 1000;
+	cfg->cardinality_limit = 2000;
+	cfg->log_level = NL_LOG_WARN;
+
+	load_log_level(cfg, &e);   /* first, so it governs the warnings below */
+
+	bool disabled = false;
+	if (env_bool(&e, sdk_disabled, &disabled) && disabled)
+		cfg->enabled = false;
+	bool on;
+	if (env_bool(&e, enabled, &on) && !on)
+		cfg->enabled = false;
+	if (env_bool(&e, metrics, &on))
+		cfg->metrics_enabled = on;
+	if (env_bool(&e, memory, &on))
+		cfg->memory_profiling = on;
+
+	load_exporter(cfg, &e);
+	env_ms(&e, "OTEL_METRIC_EXPORT_INTERVAL", &cfg->export_interval_ms, 1);
+	env_ms(&e, "OTEL_METRIC_EXPORT_TIMEOUT", &cfg->export_timeout_ms, 1);
+	env_ms(&e, "NEMOLENS_EXIT_TIMEOUT_MS", &cfg->exit_timeout_ms, 0);
+	if (cfg->exit_timeout_ms > 10000) {
+		nl_warn_once("env.NEMOLENS_EXIT_TIMEOUT_MS", "NEMOLENS_EXIT_TIMEOUT_MS capped at 10000");
+		cfg->exit_timeout_ms = 10000;
+	}
+	load_otlp(cfg, &e);
+
+	const char *v = env_get(&e, "NEMO_GYM_OTEL_MEMORY_PROFILING_INTERVAL_SECONDS");
+	if (v && parse_seconds_as_ms(v, &cfg->memory_interval_ms) != 0)
+		invalid("NEMO_GYM_OTEL_MEMORY_PROFILING_INTERVAL_SECONDS", v, "a positive number of seconds");
+	env_ms(&e, "NEMOLENS_MEMORY_SAMPLE_INTERVAL_MS", &cfg->memory_interval_ms, 10);
+
+	if ((v = env_get(&e, "NEMOLENS_CARDINALITY_LIMIT"))) {
+		long n;
+		if (nl_parse_ms(v, &n) == 0 && n >= 1 && n <= 100000)
+			cfg->cardinality_limit = (size_t)n;
+		else
+			invalid("NEMOLENS_CARDINALITY_LIMIT", v, "a number from 1 to 100000");
+	}
+
+	load_resource(cfg, &e);
+	cfg->destinations = env_dup(&e, "NEMOLENS_DESTINATIONS");
+	cfg->console_path = env_dup(&e, "NEMOLENS_CONSOLE_PATH");
+
+	v = env_get(&e, "NEMOLENS_SERVER_NAME");
+	if (v)
+		cfg->server_name = nl_utf8_sanitized_dup(v);
+	else if (cfg->service_name)
+		cfg->server_name = strdup(cfg->service_name);
+	else
+		cfg->server_name = nl_utf8_sanitized_dup(program_name && *program_name ? program_name : "unknown");
+	v = env_get(&e, "NEMOLENS_SERVER_TYPE");
+	cfg->server_type = nl_utf8_sanitized_dup(v ? v : "process");
+}
+
+void nl_config_free(struct nl_config *cfg)
+{
+	free(cfg->endpoint);
+	nl_free_kv_list(cfg->headers, cfg->n_headers);
+	nl_free_kv_list(cfg->resource, cfg->n_resource);
+	free(cfg->ca_file);
+	free(cfg->client_key);
+	free(cfg->client_cert);
+	free(cfg->service_name);
+	free(cfg->server_name);
+	free(cfg->server_type);
+	free(cfg->destinations);
+	free(cfg->console_path);
+	memset(cfg, 0, sizeof *cfg);
+}

@@ -1,0 +1,73 @@
+/* Configuration, read once from the environment.
+ *
+ * Standard OpenTelemetry variables are parsed as the SDK specification says:
+ * an empty value is unset; an invalid value gets one warning and the default.
+ * NeMo Gym's NEMO_GYM_OTEL_* variables are honoured as aliases, and the
+ * shim's own variables use the NEMOLENS_ prefix. README.md lists them all.
+ */
+#ifndef NL_CONFIG_H
+#define NL_CONFIG_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "export.h"
+#include "log.h"
+
+enum nl_exporter_kind { NL_EXPORTER_OTLP, NL_EXPORTER_CONSOLE, NL_EXPORTER_NONE };
+
+#define NL_MAX_HEADERS 32
+#define NL_MAX_RESOURCE_ATTRS 64
+
+struct nl_config {
+	bool enabled;                   /* false: the shim does nothing at all */
+	bool metrics_enabled;
+	enum nl_exporter_kind exporter;
+	long export_interval_ms;
+	long export_timeout_ms;         /* OTEL_METRIC_EXPORT_TIMEOUT */
+	long otlp_timeout_ms;           /* OTEL_EXPORTER_OTLP_[METRICS_]TIMEOUT */
+	long exit_timeout_ms;           /* NEMOLENS_EXIT_TIMEOUT_MS */
+	char *endpoint;                 /* full metrics URL */
+	struct nl_header headers[NL_MAX_HEADERS];
+	size_t n_headers;
+	bool gzip;
+	char *ca_file;
+	char *client_key;
+	char *client_cert;
+	bool delta_counters;            /* temporality preference: delta for counters */
+	bool delta_histograms;          /* ... and for histograms (delta and lowmemory) */
+	char *service_name;             /* OTEL_SERVICE_NAME or service.name resource attr; may be NULL */
+	char *server_name;              /* NEMOLENS_SERVER_NAME, else service name, else program name */
+	char *server_type;              /* NEMOLENS_SERVER_TYPE, default "process" */
+	struct nl_header resource[NL_MAX_RESOURCE_ATTRS];  /* OTEL_RESOURCE_ATTRIBUTES, decoded */
+	size_t n_resource;
+	char *destinations;             /* NEMOLENS_DESTINATIONS, raw */
+	bool memory_profiling;
+	long memory_interval_ms;
+	size_t cardinality_limit;
+	char *console_path;             /* NEMOLENS_CONSOLE_PATH, NULL = stderr */
+	enum nl_log_level log_level;
+};
+
+typedef const char *(*nl_getenv_fn)(const char *name);
+
+/* Fills cfg from the environment seen through get (getenv in production).
+ * Never fails: every problem is a warning and a default. */
+void nl_config_load(struct nl_config *cfg, nl_getenv_fn get, const char *program_name);
+void nl_config_free(struct nl_config *cfg);
+
+/* Value parsers, exposed for tests and fuzzing. Each returns 0 on success,
+ * -1 (leaving *out untouched) on an invalid value. */
+int nl_parse_bool(const char *s, bool *out);
+int nl_parse_ms(const char *s, long *out);
+/* "k1=v1,k2=v2" with percent-decoding of keys and values (W3C baggage style, as
+ * OTEL_RESOURCE_ATTRIBUTES and OTEL_EXPORTER_OTLP_HEADERS). Returns the number of
+ * pairs stored (at most max), or -1 when the whole value is malformed. */
+int nl_parse_kv_list(const char *s, struct nl_header *out, size_t max);
+void nl_free_kv_list(struct nl_header *list, size_t n);
+/* True when the n bytes at s are valid UTF-8. */
+bool nl_utf8_valid(const char *s, size_t n);
+/* malloc'd copy of s with every invalid UTF-8 byte replaced by '?'. */
+char *nl_utf8_sanitized_dup(const char *s);
+
+#endif

@@ -1,0 +1,317 @@
+/* Lifecycle: configuration at load, a lazily started exporter thread, fork
+ * handling, and a bounded flush at exit.
+ *
+ * Nothing here runs on a hook's path except nl_runtime_kick(), which after
+ * the first call is one atomic load.
+ */
+#include "runtime.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "clock.h"
+#include "config.h"
+#include "connmetrics.h"
+#include "dest.h"
+#include "export.h"
+#include "fdtable.h"
+#include "log.h"
+#include "real.h"
+#include "registry.h"
+#include "resource.h"
+
+_Atomic bool nl_recording;
+
+static struct nl_config cfg;
+static struct nl_resource resource;
+static uint64_t start_unix_ns;          /* start time of every cumulative series */
+static char user_agent[64];
+
+static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t wake;
+static pthread_t thread;
+static _Atomic bool thread_started;     /* also the "kick" flag */
+static bool thread_running;             /* under lock */
+static bool stopping;                   /* under lock */
+static _Atomic bool abort_send;         /* makes an in-flight export give up */
+static _Atomic bool flushed_at_exit;
+static struct nl_transport *transport;  /* owned by whoever exports: thread, or exit flush */
+
+/* ---- one export --------------------------------------------------------- */
+
+static void write_console(const char *line, size_t len)
+{
+	int fd = STDERR_FILENO;
+	if (cfg.console_path) {
+		fd = open(cfg.console_path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+		if (fd < 0) {
+			nl_warn_once("console.open", "cannot open NEMOLENS_CONSOLE_PATH %s: %s", cfg.console_path,
+				     strerror(errno));
+			return;
+		}
+	}
+	/* One write per line, so lines from concurrent processes do not interleave. */
+	char *buf = malloc(len + 1);
+	if (buf) {
+		memcpy(buf, line, len);
+		buf[len] = '\n';
+		ssize_t w = NL_REAL(write)(fd, buf, len + 1);
+		(void)w;
+		free(buf);
+	}
+	if (fd != STDERR_FILENO)
+		NL_REAL(close)(fd);
+}
+
+/* Takes a snapshot and sends it; returns false when data should be resent. */
+static bool export_once(uint64_t deadline_ns)
+{
+	struct nl_snapshot *snap = nl_snapshot_take(cfg.delta_counters, cfg.delta_histograms, start_unix_ns,
+						    nl_realtime_ns());
+	if (!snap)
+		return false;
+	bool ok = true;
+	if (snap->n_points > 0) {
+		snap->resource = resource.attrs;
+		snap->n_resource = resource.n;
+		snap->scope_name = "nemo.lens";
+		snap->scope_version = NL_VERSION;
+		if (cfg.exporter == NL_EXPORTER_CONSOLE) {
+			char *line;
+			size_t len;
+			if (nl_json_encode(snap, &line, &len) == 0) {
+				write_console(line, len);
+				free(line);
+			}
+		} else if (cfg.exporter == NL_EXPORTER_OTLP) {
+			uint8_t *body;
+			size_t len;
+			if (!transport) {
+				struct nl_transport_config tc = {
+					.url = cfg.endpoint,
+					.headers = cfg.headers,
+					.n_headers = cfg.n_headers,
+					.gzip = cfg.gzip,
+					.timeout_ms = cfg.otlp_timeout_ms,
+					.ca_file = cfg.ca_file,
+					.client_key = cfg.client_key,
+					.client_cert = cfg.client_cert,
+					.user_agent = user_agent,
+				};
+				transport = nl_transport_new(&tc);
+			}
+			if (transport && nl_otlp_encode(snap, &body, &len) == 0) {
+				enum nl_send_result r = nl_transport_send(transport, body, len, deadline_ns, &abort_send);
+				free(body);
+				/* Cumulative data catches up by itself at the next export; only
+				 * delta bases must wait for a success. */
+				ok = r == NL_SEND_OK || r == NL_SEND_REJECTED;
+			} else {
+				ok = false;
+			}
+		}
+		if (ok)
+			nl_snapshot_commit_delta(snap);
+	}
+	nl_snapshot_free(snap);
+	return ok;
+}
+
+static uint64_t export_deadline(void)
+{
+	long ms = cfg.otlp_timeout_ms < cfg.export_timeout_ms ? cfg.otlp_timeout_ms : cfg.export_timeout_ms;
+	return nl_monotonic_ns() + (uint64_t)ms * 1000000u;
+}
+
+/* ---- the background thread --------------------------------------------- */
+
+static void *exporter_main(void *arg)
+{
+	(void)arg;
+	nl_hooks_bypass = 1;
+	/* The target's signals are the target's: this thread takes none of them. */
+	sigset_t all;
+	sigfillset(&all);
+	pthread_sigmask(SIG_BLOCK, &all, NULL);
+
+	pthread_mutex_lock(&lock);
+	while (!stopping) {
+		struct timespec ts;
+		clock_gettime(CLOCK_MONOTONIC, &ts);
+		ts.tv_sec += cfg.export_interval_ms / 1000;
+		ts.tv_nsec += (cfg.export_interval_ms % 1000) * 1000000L;
+		if (ts.tv_nsec >= 1000000000L) {
+			ts.tv_sec++;
+			ts.tv_nsec -= 1000000000L;
+		}
+		int rc = 0;
+		while (!stopping && rc != ETIMEDOUT)
+			rc = pthread_cond_timedwait(&wake, &lock, &ts);
+		if (stopping)
+			break;
+		pthread_mutex_unlock(&lock);
+		export_once(export_deadline());
+		pthread_mutex_lock(&lock);
+	}
+	thread_running = false;
+	pthread_cond_broadcast(&wake);
+	pthread_mutex_unlock(&lock);
+	return NULL;
+}
+
+static void start_thread(void)
+{
+	pthread_attr_t attr;
+	pthread_attr_init(&attr);
+	pthread_attr_setstacksize(&attr, 256 * 1024);
+	pthread_mutex_lock(&lock);
+	if (!thread_running && !stopping) {
+		/* Created with every signal blocked, so none is delivered to it before it
+		 * has blocked them itself. */
+		sigset_t all, old;
+		sigfillset(&all);
+		pthread_sigmask(SIG_BLOCK, &all, &old);
+		int saved = nl_hooks_bypass;
+		nl_hooks_bypass = 1;   /* the thread's own setup must not count */
+		if (pthread_create(&thread, &attr, exporter_main, NULL) == 0)
+			thread_running = true;
+		else
+			nl_warn_once("thread", "cannot start the exporter thread; metrics are exported at exit only");
+		nl_hooks_bypass = saved;
+		pthread_sigmask(SIG_SETMASK, &old, NULL);
+	}
+	pthread_mutex_unlock(&lock);
+	pthread_attr_destroy(&attr);
+}
+
+void nl_runtime_kick(void)
+{
+	if (atomic_load_explicit(&thread_started, memory_order_relaxed))
+		return;
+	bool expected = false;
+	if (!atomic_compare_exchange_strong(&thread_started, &expected, true))
+		return;
+	if (cfg.exporter == NL_EXPORTER_NONE)
+		return;
+	int saved = errno;
+	start_thread();
+	errno = saved;
+}
+
+/* ---- exit ---------------------------------------------------------------- */
+
+static void flush_at_exit(void)
+{
+	bool expected = false;
+	if (!atomic_load(&nl_recording) || !atomic_compare_exchange_strong(&flushed_at_exit, &expected, true))
+		return;
+	int saved = errno;
+	nl_hooks_bypass = 1;
+	uint64_t deadline = nl_monotonic_ns() + (uint64_t)cfg.exit_timeout_ms * 1000000u;
+
+	/* Stop the thread: an export it has in flight gives up at once. */
+	pthread_mutex_lock(&lock);
+	stopping = true;
+	bool joinable = thread_running;
+	if (thread_running) {
+		atomic_store(&abort_send, true);
+		pthread_cond_broadcast(&wake);
+		struct timespec ts;
+		clock_gettime(CLOCK_MONOTONIC, &ts);
+		ts.tv_nsec += 200 * 1000000L;
+		if (ts.tv_nsec >= 1000000000L) {
+			ts.tv_sec++;
+			ts.tv_nsec -= 1000000000L;
+		}
+		while (thread_running && pthread_cond_timedwait(&wake, &lock, &ts) != ETIMEDOUT)
+			;
+		joinable = !thread_running;
+	} else {
+		joinable = true;
+	}
+	pthread_mutex_unlock(&lock);
+	atomic_store(&abort_send, false);
+
+	/* A thread that would not stop still owns its transport: use a new one. */
+	if (!joinable)
+		transport = NULL;
+	if (cfg.exporter != NL_EXPORTER_NONE)
+		export_once(deadline);
+	errno = saved;
+}
+
+/* ---- fork --------------------------------------------------------------- */
+
+static void atfork_prepare(void)
+{
+	pthread_mutex_lock(&lock);
+	nl_registry_atfork_prepare();
+}
+
+static void atfork_parent(void)
+{
+	nl_registry_atfork_parent();
+	pthread_mutex_unlock(&lock);
+}
+
+static void atfork_child(void)
+{
+	/* The child starts as a new process: its own counters, start time and
+	 * instance id, no exporter thread (started again on first use), and not the
+	 * parent's transport, whose connection the parent keeps using. */
+	nl_registry_atfork_child();
+	pthread_mutex_init(&lock, NULL);
+	pthread_condattr_t ca;
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_cond_init(&wake, &ca);
+	pthread_condattr_destroy(&ca);
+	thread_running = false;
+	stopping = false;
+	atomic_store(&thread_started, false);
+	atomic_store(&abort_send, false);
+	atomic_store(&flushed_at_exit, false);
+	transport = NULL;
+	nl_fd_atfork_child();
+	start_unix_ns = nl_realtime_ns();
+	nl_resource_build(&resource, &cfg);
+}
+
+/* ---- load and unload ---------------------------------------------------- */
+
+__attribute__((constructor)) static void nl_load(void)
+{
+	int saved = errno;
+	nl_real_init();
+	nl_config_load(&cfg, (nl_getenv_fn)getenv, program_invocation_short_name);
+	if (!cfg.enabled || !cfg.metrics_enabled) {
+		errno = saved;
+		return;
+	}
+	start_unix_ns = nl_realtime_ns();
+	snprintf(user_agent, sizeof user_agent, "nemolens-preload/%s", NL_VERSION);
+	pthread_condattr_t ca;
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_cond_init(&wake, &ca);
+	pthread_condattr_destroy(&ca);
+
+	nl_registry_set_cardinality_limit(cfg.cardinality_limit);
+	nl_dest_configure(cfg.destinations);
+	nl_connmetrics_init();
+	nl_resource_build(&resource, &cfg);
+	pthread_atfork(atfork_prepare, atfork_parent, atfork_child);
+	atomic_store(&nl_recording, true);
+	errno = saved;
+}
+
+__attribute__((destructor)) static void nl_unload(void)
+{
+	flush_at_exit();
+}

@@ -1,0 +1,96 @@
+"""Shared helpers for the integration tests: paths, listeners, running under the shim."""
+import os
+import socket
+import subprocess
+import threading
+import time
+
+SO = os.environ.get("NL_SO") or os.path.join(os.path.dirname(__file__), "../../build/libnemolens_preload.so")
+BIN = os.environ.get("NL_BIN") or os.path.join(os.path.dirname(__file__), "../../build/tests")
+SRC = os.environ.get("NL_SRC") or os.path.join(os.path.dirname(__file__), "../..")
+PYTHON = "/usr/bin/python3"
+
+
+class AcceptingListener:
+    """A TCP listener on 127.0.0.1 that accepts and closes every connection."""
+
+    def __init__(self):
+        self.sock = socket.socket()
+        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(128)
+        self.port = self.sock.getsockname()[1]
+        self.accepted = 0
+        self.thread = threading.Thread(target=self._run, daemon=True)
+        self.thread.start()
+
+    def _run(self):
+        while True:
+            try:
+                c, _ = self.sock.accept()
+            except OSError:
+                return
+            self.accepted += 1
+            c.close()
+
+    def close(self):
+        try:
+            self.sock.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+        self.sock.close()
+
+
+def refused_port():
+    """A loopback port with no listener (bound, then released)."""
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    return port
+
+
+class FullListener:
+    """A listener whose accept queue is full: further SYNs go unanswered."""
+
+    def __init__(self):
+        self.sock = socket.socket()
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(0)
+        self.port = self.sock.getsockname()[1]
+        self.fillers = []
+        while True:
+            c = socket.socket()
+            c.setblocking(False)
+            try:
+                c.connect(("127.0.0.1", self.port))
+            except BlockingIOError:
+                pass
+            time.sleep(0.05)
+            # connected when SO_ERROR is 0 and the peer is known
+            try:
+                c.getpeername()
+                self.fillers.append(c)
+            except OSError:
+                c.close()
+                break
+            if len(self.fillers) > 64:
+                raise RuntimeError("listener never filled up")
+
+    def close(self):
+        for c in self.fillers:
+            c.close()
+        self.sock.close()
+
+
+def shim_env(**extra):
+    env = dict(os.environ)
+    env["LD_PRELOAD"] = os.path.abspath(SO)
+    for k in [k for k in env if k.startswith(("OTEL_", "NEMOLENS_", "NEMO_GYM_"))]:
+        del env[k]
+    env.update({k: str(v) for k, v in extra.items()})
+    return env
+
+
+def run(args, env, timeout=60, **kw):
+    return subprocess.run(args, env=env, capture_output=True, text=True, timeout=timeout, **kw)
