@@ -69,6 +69,20 @@ static void write_console(const char *line, size_t len)
 		NL_REAL(close)(fd);
 }
 
+static void flush_at_exit(void);
+
+/* libcurl's TLS library registers an atexit cleanup when it is first set up.
+ * Handlers run in reverse order of registration, so registering ours after it
+ * makes the exit flush (which first stops the exporter thread) run while that
+ * library is still usable. The destructor stays as the fallback. */
+static void register_exit_flush(void)
+{
+	static _Atomic bool registered;
+	bool expected = false;
+	if (atomic_compare_exchange_strong(&registered, &expected, true))
+		atexit(flush_at_exit);
+}
+
 /* Takes a snapshot and sends it; returns false when data should be resent. */
 static bool export_once(uint64_t deadline_ns)
 {
@@ -105,6 +119,7 @@ static bool export_once(uint64_t deadline_ns)
 					.user_agent = user_agent,
 				};
 				transport = nl_transport_new(&tc);
+				register_exit_flush();
 			}
 			if (transport && nl_otlp_encode(snap, &body, &len) == 0) {
 				enum nl_send_result r = nl_transport_send(transport, body, len, deadline_ns, &abort_send);
@@ -170,6 +185,7 @@ static void start_thread(void)
 	pthread_attr_t attr;
 	pthread_attr_init(&attr);
 	pthread_attr_setstacksize(&attr, 256 * 1024);
+	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
 	pthread_mutex_lock(&lock);
 	if (!thread_running && !stopping) {
 		/* Created with every signal blocked, so none is delivered to it before it

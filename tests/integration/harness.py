@@ -86,6 +86,14 @@ class FullListener:
 def shim_env(**extra):
     env = dict(os.environ)
     env["LD_PRELOAD"] = os.path.abspath(SO)
+    runtime = os.environ.get("NL_SANITIZER_RUNTIME")
+    if runtime:
+        # A sanitizer build of the shim: its runtime must come first. Reports make
+        # the program's stderr non-empty, which the tests treat as failure.
+        env["LD_PRELOAD"] = runtime + ":" + env["LD_PRELOAD"]
+        env["ASAN_OPTIONS"] = "detect_leaks=0:verify_asan_link_order=0:exitcode=66"
+        env["UBSAN_OPTIONS"] = "print_stacktrace=1:halt_on_error=1:exitcode=66"
+        env["TSAN_OPTIONS"] = "exitcode=66:report_signal_unsafe=0:die_after_fork=0"
     for k in [k for k in env if k.startswith(("OTEL_", "NEMOLENS_", "NEMO_GYM_"))]:
         del env[k]
     env.update({k: str(v) for k, v in extra.items()})

@@ -1,0 +1,70 @@
+"""fork, vfork+exec, posix_spawn, threads and signal handlers under the shim:
+each process reports exactly its own connections, under its own identity."""
+import os
+import sys
+import unittest
+
+sys.path.insert(0, os.path.dirname(__file__))
+import harness  # noqa: E402
+from otlp_sink import Sink  # noqa: E402
+
+CONNECTS = "gym.http.connection_pool.connect_total"
+PROG = os.path.join(harness.BIN, "proc_tree")
+
+
+class Processes(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.listener = harness.AcceptingListener()
+        cls.sink = Sink()
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.listener.close()
+        cls.sink.close()
+
+    def setUp(self):
+        self.sink.reset()
+
+    def run_mode(self, mode, n):
+        env = harness.shim_env(OTEL_EXPORTER_OTLP_METRICS_ENDPOINT=self.sink.url,
+                               SHORT_LIVED=os.path.join(harness.BIN, "short_lived"))
+        p = harness.run([PROG, mode, str(self.listener.port), str(n)], env, timeout=120)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertEqual(p.stderr, "")
+        return p.stdout.splitlines()[-1].split()
+
+    def totals(self):
+        """(executable, pid, instance id) -> last cumulative connect count."""
+        out = {}
+        for res, _, p in self.sink.points(CONNECTS):
+            out[(res["process.executable.name"], res["process.pid"], res["service.instance.id"])] = p.as_int
+        return out
+
+    def test_fork_vfork_exec_posix_spawn(self):
+        n = 5
+        words = self.run_mode("fork", n)
+        self.assertEqual(words, ["parent", str(n), "child", "1", "vfork", "1", "spawn", "1"])
+        totals = self.totals()
+        # The _exit()ed child cannot flush; the others each report only their own.
+        self.assertEqual(sorted((exe, count) for (exe, _, _), count in totals.items()),
+                         sorted([("proc_tree", n), ("proc_tree", 2 * n), ("short_lived", n), ("short_lived", n)]))
+        self.assertEqual(len({pid for (_, pid, _) in totals}), 4)
+        self.assertEqual(len({iid for (_, _, iid) in totals}), 4)
+
+    def test_threads_exact_total(self):
+        n = 60
+        words = self.run_mode("threads", n)
+        self.assertEqual(words, ["threads", str(16 * n)])
+        self.assertEqual(list(self.totals().values()), [16 * n])
+
+    def test_signal_handlers_that_connect(self):
+        words = self.run_mode("signals", 3000)
+        main, handler, ticks = int(words[1]), int(words[3]), int(words[5])
+        self.assertEqual(main, 3000)
+        self.assertGreater(ticks, 0)
+        self.assertEqual(list(self.totals().values()), [main + handler])
+
+
+if __name__ == "__main__":
+    unittest.main(verbosity=2)
