@@ -71,16 +71,16 @@ static void write_console(const char *line, size_t len)
 
 static void flush_at_exit(void);
 
-/* libcurl's TLS library registers an atexit cleanup when it is first set up.
- * Handlers run in reverse order of registration, so registering ours after it
- * makes the exit flush (which first stops the exporter thread) run while that
- * library is still usable. The destructor stays as the fallback. */
+/* TLS libraries register an atexit cleanup when they are first set up, by
+ * the program or by libcurl, and libcurl must not run after it. Handlers run
+ * in reverse order of registration, so the exit flush registers itself after
+ * each point where such a library may have been set up: at the program's
+ * first recorded connection (a program that uses TLS has set its library up
+ * by then) and after the shim's own transport was created. Whichever runs
+ * first flushes; the destructor is the fallback for everything else. */
 static void register_exit_flush(void)
 {
-	static _Atomic bool registered;
-	bool expected = false;
-	if (atomic_compare_exchange_strong(&registered, &expected, true))
-		atexit(flush_at_exit);
+	atexit(flush_at_exit);
 }
 
 /* Takes a snapshot and sends it; returns false when data should be resent. */
@@ -119,7 +119,9 @@ static bool export_once(uint64_t deadline_ns)
 					.user_agent = user_agent,
 				};
 				transport = nl_transport_new(&tc);
-				register_exit_flush();
+				static _Atomic bool registered;
+				if (!atomic_exchange(&registered, true))
+					register_exit_flush();
 			}
 			if (transport && nl_otlp_encode(snap, &body, &len) == 0) {
 				enum nl_send_result r = nl_transport_send(transport, body, len, deadline_ns, &abort_send);
@@ -216,6 +218,7 @@ void nl_runtime_kick(void)
 	if (cfg.exporter == NL_EXPORTER_NONE)
 		return;
 	int saved = errno;
+	register_exit_flush();
 	start_thread();
 	errno = saved;
 }

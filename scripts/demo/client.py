@@ -1,0 +1,97 @@
+"""An aiohttp client workload with a small shared connection pool.
+
+  /usr/bin/python3 client.py --target policy=http://127.0.0.1:P1/v1/work \
+      --target judge=http://127.0.0.1:P2/v1/work --requests 200 --limit 4 \
+      [--close-ratio 0.25] [--force-close] [--concurrency 32] \
+      [--extra ghost=http://127.0.0.1:P3/,6] [--extra slow=http://127.0.0.1:P4/,3] \
+      [--connect-timeout 0.3]
+
+`--requests` are spread round-robin over the targets; with `--close-ratio` a
+share of them asks the server to close the connection afterwards
+(`Connection: close`), so the pool must open new connections; `--force-close`
+makes every request use a new connection. `--extra name=url,count` adds
+`count` requests expected to fail (refused, or timing out on connect).
+Prints one JSON line: {"ok": {name: n}, "failed": {name: {error: n}}}.
+"""
+import argparse
+import asyncio
+import errno
+import json
+import random
+import sys
+
+import aiohttp
+
+
+def parse_target(s):
+    name, url = s.split("=", 1)
+    return name, url
+
+
+async def run(args):
+    targets = [parse_target(t) for t in args.target]
+    extras = []
+    for e in args.extra:
+        name, rest = e.split("=", 1)
+        url, count = rest.rsplit(",", 1)
+        extras.append((name, url, int(count)))
+    rng = random.Random(args.seed)
+    ok, failed = {}, {}
+    sem = asyncio.Semaphore(args.concurrency)
+    connector = aiohttp.TCPConnector(limit=args.limit, force_close=args.force_close)
+    timeout = aiohttp.ClientTimeout(total=30, sock_connect=args.connect_timeout)
+
+    async def one(session, name, url, close):
+        async with sem:
+            headers = {"Connection": "close"} if close else None
+            try:
+                async with session.get(url, headers=headers) as resp:
+                    await resp.read()
+                    if resp.status == 200:
+                        ok[name] = ok.get(name, 0) + 1
+                    else:
+                        err = failed.setdefault(name, {})
+                        err[f"http_{resp.status}"] = err.get(f"http_{resp.status}", 0) + 1
+            except (aiohttp.ClientError, asyncio.TimeoutError, OSError) as e:
+                kind = type(e).__name__
+                if isinstance(e, aiohttp.ClientConnectorError) and e.os_error.errno == errno.ECONNREFUSED:
+                    kind = "refused"
+                elif isinstance(e, (asyncio.TimeoutError, aiohttp.ServerTimeoutError)):
+                    kind = "connect_timeout"
+                err = failed.setdefault(name, {})
+                err[kind] = err.get(kind, 0) + 1
+
+    async with aiohttp.ClientSession(connector=connector, timeout=timeout) as session:
+        jobs = []
+        for i in range(args.requests):
+            name, url = targets[i % len(targets)]
+            jobs.append(one(session, name, url, rng.random() < args.close_ratio))
+        for name, url, count in extras:
+            jobs += [one(session, name, url, False) for _ in range(count)]
+        rng.shuffle(jobs)
+        await asyncio.gather(*jobs)
+    return {"ok": ok, "failed": failed}
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--target", action="append", default=[])
+    ap.add_argument("--extra", action="append", default=[])
+    ap.add_argument("--requests", type=int, default=200)
+    ap.add_argument("--limit", type=int, default=4)
+    ap.add_argument("--concurrency", type=int, default=32)
+    ap.add_argument("--close-ratio", type=float, default=0.0)
+    ap.add_argument("--force-close", action="store_true")
+    ap.add_argument("--connect-timeout", type=float, default=0.3)
+    ap.add_argument("--seed", type=int, default=1)
+    args = ap.parse_args()
+    try:
+        result = asyncio.run(run(args))
+    except Exception as e:  # keep the demo's output free of tracebacks
+        print(json.dumps({"error": f"{type(e).__name__}: {e}"}))
+        sys.exit(1)
+    print(json.dumps(result))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,154 @@
+"""A FastAPI app served by uvicorn on several loopback ports at once.
+
+It counts the TCP connections it accepts, per port, and exposes the counts on a
+separate admin port (GET /stats) so reading them does not disturb them. It can
+also hold a "full" listener (accept queue full: new connects hang until the
+client gives up) and name a refused port, for demos of failing connections.
+
+Run:  /usr/bin/python3 server.py --ports 2 [--latency-ms 1,15] [--full] [--refused]
+Once serving, it prints one JSON line to stdout:
+  {"ports": [p1, p2], "admin": pa, "full": pf|null, "refused": pr|null}
+It stops on SIGTERM/SIGINT.
+"""
+import argparse
+import asyncio
+import json
+import logging
+import os
+import random
+import signal
+import socket
+import sys
+import threading
+import time
+
+import uvicorn
+from fastapi import FastAPI
+from uvicorn.protocols.http.h11_impl import H11Protocol
+
+accepted = {}            # local port -> accepted connections
+accepted_lock = threading.Lock()
+
+
+class CountingH11Protocol(H11Protocol):
+    def connection_made(self, transport):
+        port = transport.get_extra_info("sockname")[1]
+        with accepted_lock:
+            accepted[port] = accepted.get(port, 0) + 1
+        super().connection_made(transport)
+
+
+def make_app(latency):
+    app = FastAPI()
+
+    @app.get("/")
+    async def root():
+        return {"ok": True}
+
+    @app.post("/v1/work")
+    @app.get("/v1/work")
+    async def work():
+        if latency[1] > 0:
+            await asyncio.sleep(random.uniform(*latency) / 1000.0)
+        return {"ok": True}
+
+    @app.get("/stats")
+    async def stats():
+        with accepted_lock:
+            return {str(k): v for k, v in accepted.items()}
+
+    return app
+
+
+def listening_socket():
+    s = socket.socket()
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    s.bind(("127.0.0.1", 0))
+    s.listen(1024)
+    return s
+
+
+class FullListener:
+    """A listener whose accept queue is full: further SYNs go unanswered."""
+
+    def __init__(self):
+        self.sock = socket.socket()
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(0)
+        self.port = self.sock.getsockname()[1]
+        self.fillers = []
+        while True:
+            c = socket.socket()
+            c.setblocking(False)
+            try:
+                c.connect(("127.0.0.1", self.port))
+            except BlockingIOError:
+                pass
+            time.sleep(0.05)
+            try:
+                c.getpeername()
+                self.fillers.append(c)
+            except OSError:
+                c.close()
+                break
+            if len(self.fillers) > 64:
+                raise RuntimeError("listener never filled up")
+
+
+def refused_port():
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    return port
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--ports", type=int, default=2, help="how many service ports")
+    ap.add_argument("--latency-ms", default="0,0", help="uniform random latency lo,hi of /v1/work")
+    ap.add_argument("--full", action="store_true", help="also hold a full listener")
+    ap.add_argument("--refused", action="store_true", help="also name a refused port")
+    args = ap.parse_args()
+    latency = tuple(float(x) for x in args.latency_ms.split(","))
+
+    socks = [listening_socket() for _ in range(args.ports)]
+    admin = listening_socket()
+    full = FullListener() if args.full else None
+    info = {
+        "ports": [s.getsockname()[1] for s in socks],
+        "admin": admin.getsockname()[1],
+        "full": full.port if full else None,
+        "refused": refused_port() if args.refused else None,
+    }
+
+    config = uvicorn.Config(make_app(latency), http=CountingH11Protocol, lifespan="off",
+                            log_level="critical", access_log=False, backlog=1024)
+    server = uvicorn.Server(config)
+    logging.getLogger("uvicorn.error").setLevel(logging.CRITICAL)
+
+    async def serve():
+        task = asyncio.ensure_future(server.serve(sockets=socks + [admin]))
+        while not server.started:
+            if task.done():
+                task.result()
+                return
+            await asyncio.sleep(0.01)
+        sys.stdout.write(json.dumps(info) + "\n")
+        sys.stdout.flush()
+        await task
+
+    def stop(*_):
+        server.should_exit = True
+
+    signal.signal(signal.SIGTERM, stop)
+    signal.signal(signal.SIGINT, stop)
+    try:
+        asyncio.run(serve())
+    except KeyboardInterrupt:
+        pass
+    os._exit(0)
+
+
+if __name__ == "__main__":
+    main()
