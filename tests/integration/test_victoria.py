@@ -143,7 +143,7 @@ class CurlToVictoria(Victoria_):
     def test_hostname_rule_applies(self):
         if not self.host:
             self.skipTest("no hostname besides localhost resolves to loopback here (used an IP rule)")
-        vec = self.vm.wait_for(f'sum by ({DEST}) ({{__name__="{CONNECT}"}})',
+        vec = self.vm.wait_for(f'sum by ({DEST}) ({{__name__="{CONNECT}",service.name="curl"}})',
                                lambda v: ("web",) in by(v, DEST), timeout=20)
         self.assertEqual(set(by(vec, DEST)), {("web",)}, "curl's connects were not all named 'web'")
 
@@ -187,15 +187,15 @@ class CurlToVictoria(Victoria_):
         self.assertEqual(len({r["metric"]["process.pid"] for r in vec}), CURL_RUNS)
 
     def test_curl_short_run_survives_exit(self):
-        """A short run exports only at exit. The shim then initialises libcurl in
-        its ELF destructor, after the program's atexit handlers (OpenSSL's
-        cleanup) ran, and crashes there: SIGSEGV in curl_global_init -> libssh2_init
-        -> OpenSSL CRYPTO_THREAD_write_lock(NULL) (shim bug, open at the time of writing)."""
+        """A short run exports only at exit, after curl set up OpenSSL (which
+        registers its own atexit cleanup): the exit flush must run before that
+        cleanup, or libcurl crashes inside the cleaned-up TLS library."""
         server = web_server("127.0.0.1", 0)
         try:
             port = server.server_address[1]
             env = harness.shim_env(OTEL_EXPORTER_OTLP_METRICS_ENDPOINT=self.vm.otlp_url,
-                                   NEMOLENS_DESTINATIONS=f"quick=127.0.0.1:{port}")
+                                   NEMOLENS_DESTINATIONS=f"quick=127.0.0.1:{port}",
+                                   OTEL_SERVICE_NAME="curl-short")
             r = harness.run([CURL, "-4", "-sS", "-o", "/dev/null", f"http://127.0.0.1:{port}/"], env)
         finally:
             server.shutdown()
