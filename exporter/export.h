@@ -51,10 +51,12 @@ struct nl_transport;
 
 struct nl_transport *nl_transport_new(const struct nl_transport_config *cfg);
 /* Sends one body, retrying 429/502/503/504 and transport failures with exponential
- * backoff, jitter and Retry-After, never past deadline_ns (CLOCK_MONOTONIC).
- * Watches *abort (may be NULL) during transfers and backoff sleeps. */
+ * backoff, jitter and Retry-After. Nothing runs past deadline_ns and no new attempt
+ * starts after retry_until_ns (both CLOCK_MONOTONIC; retry_until_ns <= now means a
+ * single attempt). Watches *abort (may be NULL) during transfers and backoff sleeps.
+ * A transport is used by one thread at a time. */
 enum nl_send_result nl_transport_send(struct nl_transport *t, const uint8_t *body, size_t len,
-				      uint64_t deadline_ns, const _Atomic bool *abort);
+				      uint64_t deadline_ns, uint64_t retry_until_ns, const _Atomic bool *abort);
 void nl_transport_free(struct nl_transport *t);
 
 #endif

@@ -56,6 +56,7 @@ struct nl_transport {
 	char *endpoint;                   /* the URL without credentials, for messages */
 	uint64_t rng;
 	const _Atomic bool *abort;        /* of the send in progress */
+	uint64_t not_before_ns;           /* a Retry-After that outlived the last send */
 	struct response resp;
 	char errbuf[CURL_ERROR_SIZE];
 };
@@ -120,15 +121,16 @@ static char *redact_url(const char *url)
 	return out;
 }
 
-/* Printable ASCII of s (runs of anything else become one space), trimmed and
- * truncated: a server's message goes into a log line, not arbitrary bytes. */
+/* Printable ASCII of s (runs of spaces and anything else become one space),
+ * trimmed and truncated: a server's message goes into a log line, not
+ * arbitrary bytes or an HTML page's indentation. */
 static void printable_summary(const char *s, size_t n, char *out, size_t out_size)
 {
 	size_t o = 0;
 	bool gap = false;
 	for (size_t i = 0; i < n && o + 1 < out_size; i++) {
 		unsigned char c = (unsigned char)s[i];
-		if (c >= 0x20 && c < 0x7F) {
+		if (c > 0x20 && c < 0x7F) {
 			if (gap && o > 0 && o + 2 < out_size)
 				out[o++] = ' ';
 			out[o++] = (char)c;
@@ -669,8 +671,10 @@ static bool sleep_until(uint64_t until_ns, const _Atomic bool *abort)
 	}
 }
 
-static enum outcome send_with_retries(struct nl_transport *t, uint64_t deadline_ns)
+static enum outcome send_with_retries(struct nl_transport *t, uint64_t deadline_ns, uint64_t retry_until_ns)
 {
+	if (retry_until_ns > deadline_ns)
+		retry_until_ns = deadline_ns;
 	uint64_t backoff_ms = BACKOFF_START_MS;
 	for (int attempts = 1;; attempts++) {
 		enum outcome out = attempt(t, deadline_ns);
@@ -685,11 +689,13 @@ static enum outcome send_with_retries(struct nl_transport *t, uint64_t deadline_
 		/* A retry that could only start at or after the deadline is pointless:
 		 * give up now rather than sleep until then. */
 		uint64_t now = nl_monotonic_ns();
-		if (now >= deadline_ns || delay_ms * NS_PER_MS >= deadline_ns - now) {
-			nl_warn_once("otlp.gave_up",
-				     "giving up an export to %s after %d attempt(s): out of time; "
-				     "the data is kept for the next export",
-				     t->endpoint, attempts);
+		if (now >= retry_until_ns || delay_ms * NS_PER_MS >= retry_until_ns - now) {
+			/* The server's wish holds for the next send too. */
+			if (t->resp.retry_after_ms > 0)
+				t->not_before_ns = now + (uint64_t)t->resp.retry_after_ms * NS_PER_MS;
+			/* The cause was reported once already; this is routine. */
+			nl_debug("giving up an export to %s after %d attempt(s); the data is kept for the next export",
+				 t->endpoint, attempts);
 			return OUT_GIVE_UP;
 		}
 		if (sleep_until(now + delay_ms * NS_PER_MS, t->abort))
@@ -725,7 +731,7 @@ static enum nl_send_result to_result(enum outcome out)
 }
 
 enum nl_send_result nl_transport_send(struct nl_transport *t, const uint8_t *body, size_t len,
-				      uint64_t deadline_ns, const _Atomic bool *abort)
+				      uint64_t deadline_ns, uint64_t retry_until_ns, const _Atomic bool *abort)
 {
 	if (!t)
 		return NL_SEND_RETRYABLE_FAILED;
@@ -733,7 +739,7 @@ enum nl_send_result nl_transport_send(struct nl_transport *t, const uint8_t *bod
 		return NL_SEND_ABORTED;
 	uint64_t now = nl_monotonic_ns();
 	deadline_ns = effective_deadline(t, deadline_ns, now);
-	if (now >= deadline_ns)
+	if (now >= deadline_ns || now < t->not_before_ns)
 		return NL_SEND_RETRYABLE_FAILED;
 
 	uint8_t *owned;
@@ -745,7 +751,7 @@ enum nl_send_result nl_transport_send(struct nl_transport *t, const uint8_t *bod
 		return NL_SEND_RETRYABLE_FAILED;
 	}
 	t->abort = abort;
-	enum outcome out = send_with_retries(t, deadline_ns);
+	enum outcome out = send_with_retries(t, deadline_ns, retry_until_ns);
 	t->abort = NULL;
 	/* curl keeps only a pointer to the body: forget it before freeing it. */
 	curl_easy_setopt(t->easy, CURLOPT_POSTFIELDS, (const char *)"");

@@ -9,7 +9,7 @@
 #include <strings.h>
 
 #define DEFAULT_ENDPOINT "http://localhost:4318/v1/metrics"
-#define MAX_MS (24L * 3600 * 1000)   /* a day: anything longer is a typo */
+#define MAX_MS 2147483647L   /* the OpenTelemetry specification's integer range */
 
 /* ---- value parsers ------------------------------------------------------ */
 
@@ -52,7 +52,7 @@ int nl_parse_ms(const char *s, long *out)
 }
 
 /* Fractional seconds ("2.5") to milliseconds, for NeMo Gym's *_SECONDS variables. */
-static int parse_seconds_as_ms(const char *s, long *out)
+static int parse_seconds_as_ms(const char *s, long *out, long min_ms)
 {
 	char *end;
 	errno = 0;
@@ -61,7 +61,10 @@ static int parse_seconds_as_ms(const char *s, long *out)
 		end++;
 	if (errno || end == s || *end || !(v > 0) || v * 1000 > (double)MAX_MS)
 		return -1;
-	*out = (long)(v * 1000 + 0.5);
+	long ms = (long)(v * 1000 + 0.5);
+	if (ms < min_ms)
+		return -1;
+	*out = ms;
 	return 0;
 }
 
@@ -235,13 +238,20 @@ static void invalid(const char *name, const char *value, const char *expect)
 		     strlen(value) > 40 ? "..." : "", expect);
 }
 
-/* Reads the first of names[] that is set; returns whether one was valid. */
+/* Reads the first of names[] that is set; returns whether one was valid.
+ * The specification allows only "true" and "false" (any case) for OTEL_*
+ * booleans; the shim's and NeMo Gym's own also take 1/0, yes/no, on/off. */
 static bool env_bool(const struct env *e, const char *const *names, bool *out)
 {
 	for (; *names; names++) {
 		const char *v = env_get(e, *names);
 		if (!v)
 			continue;
+		bool strict = strncmp(*names, "OTEL_", 5) == 0;
+		if (strict && strcasecmp(v, "true") != 0 && strcasecmp(v, "false") != 0) {
+			invalid(*names, v, "true or false");
+			continue;
+		}
 		if (nl_parse_bool(v, out) == 0)
 			return true;
 		invalid(*names, v, "true or false");
@@ -432,7 +442,7 @@ static void load_resource(struct nl_config *cfg, const struct env *e)
 	const char *service = env_get(e, "OTEL_SERVICE_NAME");
 	if (!service)
 		for (size_t i = 0; i < cfg->n_resource; i++)
-			if (strcmp(cfg->resource[i].name, "service.name") == 0)
+			if (strcmp(cfg->resource[i].name, "service.name") == 0 && cfg->resource[i].value[0])
 				service = cfg->resource[i].value;
 	if (service)
 		cfg->service_name = nl_utf8_sanitized_dup(service);
@@ -483,7 +493,7 @@ void nl_config_load(struct nl_config *cfg, nl_getenv_fn get, const char *program
 	load_otlp(cfg, &e);
 
 	const char *v = env_get(&e, "NEMO_GYM_OTEL_MEMORY_PROFILING_INTERVAL_SECONDS");
-	if (v && parse_seconds_as_ms(v, &cfg->memory_interval_ms) != 0)
+	if (v && parse_seconds_as_ms(v, &cfg->memory_interval_ms, 10) != 0)
 		invalid("NEMO_GYM_OTEL_MEMORY_PROFILING_INTERVAL_SECONDS", v, "a positive number of seconds");
 	env_ms(&e, "NEMOLENS_MEMORY_SAMPLE_INTERVAL_MS", &cfg->memory_interval_ms, 10);
 

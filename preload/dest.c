@@ -30,7 +30,7 @@ static struct rule rules[NL_MAX_RULES];
 static int n_rules;
 static char *names[NL_DEST_SLOTS];
 static int n_names;
-#define MAX_HOSTS 256
+#define MAX_HOSTS NL_MAX_RULES
 static char *hosts[MAX_HOSTS];
 static int n_hosts;
 
@@ -138,6 +138,23 @@ static bool parse_ip(const char *s, size_t len, int *family, unsigned char *addr
 	return false;
 }
 
+/* Connect addresses that are IPv4-mapped IPv6 are matched as IPv4 (see
+ * inet_key), so rules written that way are turned into IPv4 rules too. */
+static void unmap_v4(struct rule *r)
+{
+	static const unsigned char prefix[12] = { 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xFF, 0xFF };
+	if (r->family != AF_INET6 || memcmp(r->addr, prefix, 12) != 0)
+		return;
+	if (r->kind == RULE_NET) {
+		if (r->prefix < 96)
+			return;
+		r->prefix -= 96;
+	}
+	memmove(r->addr, r->addr + 12, 4);
+	memset(r->addr + 4, 0, 12);
+	r->family = AF_INET;
+}
+
 static bool valid_hostname(const char *s, size_t len)
 {
 	if (len == 0 || len > 253)
@@ -170,9 +187,11 @@ static bool parse_target(const char *t, size_t len, struct rule *r)
 		r->kind = RULE_NET;
 		r->port = -1;
 		r->prefix = (int)bits;
-		if (!parse_ip(t, (size_t)(slash - t), &r->family, r->addr))
+		if (!parse_ip(t, (size_t)(slash - t), &r->family, r->addr) ||
+		    bits < 0 || bits > (r->family == AF_INET ? 32 : 128))
 			return false;
-		return bits >= 0 && bits <= (r->family == AF_INET ? 32 : 128);
+		unmap_v4(r);
+		return true;
 	}
 	/* [v6]:port */
 	if (t[0] == '[') {
@@ -181,8 +200,11 @@ static bool parse_target(const char *t, size_t len, struct rule *r)
 			return false;
 		r->kind = RULE_ADDR;
 		r->port = parse_port(close + 2, len - (size_t)(close + 2 - t));
-		return r->port != -2 && parse_ip(t + 1, (size_t)(close - t - 1), &r->family, r->addr) &&
-		       r->family == AF_INET6;
+		if (r->port == -2 || !parse_ip(t + 1, (size_t)(close - t - 1), &r->family, r->addr) ||
+		    r->family != AF_INET6)
+			return false;
+		unmap_v4(r);
+		return true;
 	}
 	const char *colon = NULL;
 	for (const char *p = t; p < t + len; p++)

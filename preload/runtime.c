@@ -83,8 +83,10 @@ static void register_exit_flush(void)
 	atexit(flush_at_exit);
 }
 
-/* Takes a snapshot and sends it; returns false when data should be resent. */
-static bool export_once(uint64_t deadline_ns)
+/* Takes a snapshot and sends it; returns false when data should be resent.
+ * No new attempt starts after retry_until_ns: a later export carries fresher
+ * cumulative values than a retry of this one would. */
+static bool export_once(uint64_t deadline_ns, uint64_t retry_until_ns)
 {
 	struct nl_snapshot *snap = nl_snapshot_take(cfg.delta_counters, cfg.delta_histograms, start_unix_ns,
 						    nl_realtime_ns());
@@ -124,7 +126,8 @@ static bool export_once(uint64_t deadline_ns)
 					register_exit_flush();
 			}
 			if (transport && nl_otlp_encode(snap, &body, &len) == 0) {
-				enum nl_send_result r = nl_transport_send(transport, body, len, deadline_ns, &abort_send);
+				enum nl_send_result r =
+					nl_transport_send(transport, body, len, deadline_ns, retry_until_ns, &abort_send);
 				free(body);
 				/* Cumulative data catches up by itself at the next export; only
 				 * delta bases must wait for a success. */
@@ -173,7 +176,8 @@ static void *exporter_main(void *arg)
 		if (stopping)
 			break;
 		pthread_mutex_unlock(&lock);
-		export_once(export_deadline());
+		uint64_t now = nl_monotonic_ns();
+		export_once(export_deadline(), now + (uint64_t)cfg.export_interval_ms * 1000000u);
 		pthread_mutex_lock(&lock);
 	}
 	thread_running = false;
@@ -260,8 +264,9 @@ static void flush_at_exit(void)
 	/* A thread that would not stop still owns its transport: use a new one. */
 	if (!joinable)
 		transport = NULL;
+	/* One attempt: retrying a collector that is down would only delay the exit. */
 	if (cfg.exporter != NL_EXPORTER_NONE)
-		export_once(deadline);
+		export_once(deadline, 0);
 	errno = saved;
 }
 

@@ -8,6 +8,7 @@ play a faulty collector.
 import gzip
 import http.server
 import threading
+import time
 
 from opentelemetry.proto.collector.metrics.v1 import metrics_service_pb2
 
@@ -17,6 +18,7 @@ class Sink:
         self.requests = []        # decoded ExportMetricsServiceRequest, in arrival order
         self.raw = []             # (headers, body) as received
         self.script = []          # list of (status, headers dict, body bytes) answered first
+        self.arrivals = []        # time.monotonic() of every request
         self.lock = threading.Lock()
         sink = self
 
@@ -36,6 +38,7 @@ class Sink:
                 req = metrics_service_pb2.ExportMetricsServiceRequest()
                 req.ParseFromString(data)
                 with sink.lock:
+                    sink.arrivals.append(time.monotonic())
                     sink.raw.append((headers, body))
                     answer = sink.script.pop(0) if sink.script else (200, {}, b"")
                     if answer[0] == 200:
@@ -63,6 +66,7 @@ class Sink:
         with self.lock:
             self.requests.clear()
             self.raw.clear()
+            self.arrivals.clear()
 
     def points(self, name):
         """Every data point of metric `name`, with its resource and metric, in arrival order."""

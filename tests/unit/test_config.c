@@ -1,0 +1,1207 @@
+/* nl_config_load and its value parsers, against a fake environment.
+ *
+ * Every test builds its own environment in a static table that fake_getenv
+ * reads, so nothing depends on the real process environment. Warnings are
+ * silenced in the suite init, except where a test counts them on a captured
+ * stderr. */
+#include <criterion/criterion.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "config.h"
+#include "log.h"
+
+/* ---- the fake environment ----------------------------------------------- */
+
+#define ENV_MAX 96
+
+static struct {
+	const char *name;
+	const char *value;
+} env_tab[ENV_MAX];
+static size_t env_n;
+
+/* Names nl_config_load asked for, to check the list of variables below. */
+#define QUERIED_MAX 256
+static char queried[QUERIED_MAX][96];
+static size_t n_queried;
+
+static void env_set(const char *name, const char *value)
+{
+	for (size_t i = 0; i < env_n; i++) {
+		if (strcmp(env_tab[i].name, name) == 0) {
+			env_tab[i].value = value;
+			return;
+		}
+	}
+	cr_assert_lt(env_n, ENV_MAX, "fake environment full");
+	env_tab[env_n].name = name;
+	env_tab[env_n].value = value;
+	env_n++;
+}
+
+static const char *fake_getenv(const char *name)
+{
+	size_t i;
+	for (i = 0; i < n_queried; i++)
+		if (strcmp(queried[i], name) == 0)
+			break;
+	if (i == n_queried && n_queried < QUERIED_MAX)
+		snprintf(queried[n_queried++], sizeof queried[0], "%s", name);
+	for (i = 0; i < env_n; i++)
+		if (strcmp(env_tab[i].name, name) == 0)
+			return env_tab[i].value;
+	return NULL;
+}
+
+static void setup(void)
+{
+	env_n = 0;
+	n_queried = 0;
+	nl_log_set_level(NL_LOG_NONE);
+}
+
+TestSuite(config, .init = setup);
+TestSuite(parse, .init = setup);
+
+static void load(struct nl_config *cfg)
+{
+	nl_config_load(cfg, fake_getenv, "myprog");
+}
+
+/* Every variable the README documents (and aliases). */
+static const char *const ALL_VARS[] = {
+	"OTEL_SDK_DISABLED",
+	"NEMOLENS_ENABLED",
+	"NEMO_GYM_OTEL_ENABLED",
+	"NEMOLENS_METRICS_ENABLED",
+	"NEMO_GYM_OTEL_METRICS_ENABLED",
+	"NEMOLENS_MEMORY_PROFILING",
+	"NEMO_GYM_OTEL_MEMORY_PROFILING_ENABLED",
+	"OTEL_METRICS_EXPORTER",
+	"NEMO_GYM_OTEL_EXPORTER",
+	"OTEL_METRIC_EXPORT_INTERVAL",
+	"OTEL_METRIC_EXPORT_TIMEOUT",
+	"NEMOLENS_EXIT_TIMEOUT_MS",
+	"OTEL_EXPORTER_OTLP_METRICS_ENDPOINT",
+	"OTEL_EXPORTER_OTLP_ENDPOINT",
+	"OTEL_EXPORTER_OTLP_METRICS_HEADERS",
+	"OTEL_EXPORTER_OTLP_HEADERS",
+	"OTEL_EXPORTER_OTLP_METRICS_TIMEOUT",
+	"OTEL_EXPORTER_OTLP_TIMEOUT",
+	"OTEL_EXPORTER_OTLP_METRICS_COMPRESSION",
+	"OTEL_EXPORTER_OTLP_COMPRESSION",
+	"OTEL_EXPORTER_OTLP_METRICS_PROTOCOL",
+	"OTEL_EXPORTER_OTLP_PROTOCOL",
+	"OTEL_EXPORTER_OTLP_METRICS_CERTIFICATE",
+	"OTEL_EXPORTER_OTLP_CERTIFICATE",
+	"OTEL_EXPORTER_OTLP_METRICS_CLIENT_KEY",
+	"OTEL_EXPORTER_OTLP_CLIENT_KEY",
+	"OTEL_EXPORTER_OTLP_METRICS_CLIENT_CERTIFICATE",
+	"OTEL_EXPORTER_OTLP_CLIENT_CERTIFICATE",
+	"OTEL_EXPORTER_OTLP_METRICS_TEMPORALITY_PREFERENCE",
+	"NEMO_GYM_OTEL_MEMORY_PROFILING_INTERVAL_SECONDS",
+	"NEMOLENS_MEMORY_SAMPLE_INTERVAL_MS",
+	"NEMOLENS_CARDINALITY_LIMIT",
+	"OTEL_RESOURCE_ATTRIBUTES",
+	"OTEL_SERVICE_NAME",
+	"NEMOLENS_DESTINATIONS",
+	"NEMOLENS_CONSOLE_PATH",
+	"NEMOLENS_SERVER_NAME",
+	"NEMOLENS_SERVER_TYPE",
+	"NEMOLENS_LOG_LEVEL",
+};
+#define N_ALL_VARS (sizeof ALL_VARS / sizeof *ALL_VARS)
+
+/* The defaults of every non-string field, and of the string fields that have one. */
+static void assert_scalar_defaults(const struct nl_config *c)
+{
+	cr_assert(c->enabled);
+	cr_assert(c->metrics_enabled);
+	cr_assert_eq(c->exporter, NL_EXPORTER_OTLP);
+	cr_assert_eq(c->export_interval_ms, 10000);
+	cr_assert_eq(c->export_timeout_ms, 30000);
+	cr_assert_eq(c->otlp_timeout_ms, 10000);
+	cr_assert_eq(c->exit_timeout_ms, 500);
+	cr_assert_str_eq(c->endpoint, "http://localhost:4318/v1/metrics");
+	cr_assert_eq(c->n_headers, 0);
+	cr_assert_not(c->gzip);
+	cr_assert_not(c->delta_counters);
+	cr_assert_not(c->delta_histograms);
+	cr_assert_eq(c->n_resource, 0);
+	cr_assert_not(c->memory_profiling);
+	cr_assert_eq(c->memory_interval_ms, 1000);
+	cr_assert_eq(c->cardinality_limit, 2000);
+	cr_assert_eq(c->log_level, NL_LOG_WARN);
+}
+
+static void assert_defaults(const struct nl_config *c)
+{
+	assert_scalar_defaults(c);
+	cr_assert_null(c->ca_file);
+	cr_assert_null(c->client_key);
+	cr_assert_null(c->client_cert);
+	cr_assert_null(c->service_name);
+	cr_assert_str_eq(c->server_name, "myprog");
+	cr_assert_str_eq(c->server_type, "process");
+	cr_assert_null(c->destinations);
+	cr_assert_null(c->console_path);
+}
+
+/* ---- stderr capture ------------------------------------------------------ */
+
+static int saved_stderr = -1;
+static FILE *capture_file;
+
+static void capture_begin(void)
+{
+	fflush(stderr);
+	capture_file = tmpfile();
+	cr_assert_not_null(capture_file);
+	saved_stderr = dup(STDERR_FILENO);
+	cr_assert_geq(saved_stderr, 0);
+	cr_assert_geq(dup2(fileno(capture_file), STDERR_FILENO), 0);
+}
+
+/* Restores stderr and returns what was written to it (malloc'd). */
+static char *capture_end(void)
+{
+	fflush(stderr);
+	dup2(saved_stderr, STDERR_FILENO);
+	close(saved_stderr);
+	saved_stderr = -1;
+	fseek(capture_file, 0, SEEK_END);
+	long n = ftell(capture_file);
+	rewind(capture_file);
+	char *buf = calloc(1, (size_t)(n > 0 ? n : 0) + 1);
+	cr_assert_not_null(buf);
+	if (n > 0)
+		cr_assert_eq(fread(buf, 1, (size_t)n, capture_file), (size_t)n);
+	fclose(capture_file);
+	capture_file = NULL;
+	return buf;
+}
+
+static int count_lines_starting(const char *buf, const char *prefix)
+{
+	int n = 0;
+	size_t plen = strlen(prefix);
+	for (const char *line = buf; *line;) {
+		if (strncmp(line, prefix, plen) == 0)
+			n++;
+		const char *nl = strchr(line, '\n');
+		if (!nl)
+			break;
+		line = nl + 1;
+	}
+	return n;
+}
+
+/* ---- defaults, empty values, the variable list --------------------------- */
+
+Test(config, defaults_when_nothing_is_set)
+{
+	struct nl_config c;
+	load(&c);
+	assert_defaults(&c);
+	nl_config_free(&c);
+}
+
+Test(config, empty_values_count_as_unset)
+{
+	for (size_t i = 0; i < N_ALL_VARS; i++)
+		env_set(ALL_VARS[i], "");
+	struct nl_config c;
+	load(&c);
+	assert_defaults(&c);
+	nl_config_free(&c);
+}
+
+/* Keeps this file honest: every variable the loader reads is one the tests
+ * know about, and every variable listed here is actually read. */
+Test(config, reads_exactly_the_documented_variables)
+{
+	struct nl_config c;
+	load(&c);
+	nl_config_free(&c);
+	for (size_t i = 0; i < n_queried; i++) {
+		bool known = false;
+		for (size_t k = 0; k < N_ALL_VARS; k++)
+			known |= strcmp(queried[i], ALL_VARS[k]) == 0;
+		cr_assert(known, "nl_config_load reads %s, which no test covers", queried[i]);
+	}
+	for (size_t k = 0; k < N_ALL_VARS; k++) {
+		bool read = false;
+		for (size_t i = 0; i < n_queried; i++)
+			read |= strcmp(queried[i], ALL_VARS[k]) == 0;
+		cr_assert(read, "%s is never read", ALL_VARS[k]);
+	}
+}
+
+Test(config, free_clears_the_struct)
+{
+	env_set("OTEL_EXPORTER_OTLP_HEADERS", "a=1");
+	env_set("OTEL_RESOURCE_ATTRIBUTES", "b=2");
+	env_set("OTEL_EXPORTER_OTLP_CERTIFICATE", "/ca.pem");
+	struct nl_config c;
+	load(&c);
+	cr_assert_eq(c.n_headers, 1);
+	nl_config_free(&c);
+	cr_assert_null(c.endpoint);
+	cr_assert_null(c.server_name);
+	cr_assert_null(c.ca_file);
+	cr_assert_eq(c.n_headers, 0);
+	cr_assert_eq(c.n_resource, 0);
+}
+
+/* ---- on/off switches ------------------------------------------------------ */
+
+static bool enabled_with(const char *name, const char *value)
+{
+	setup();
+	env_set(name, value);
+	struct nl_config c;
+	load(&c);
+	bool on = c.enabled;
+	nl_config_free(&c);
+	return on;
+}
+
+Test(config, otel_sdk_disabled)
+{
+	cr_assert_not(enabled_with("OTEL_SDK_DISABLED", "true"));
+	cr_assert_not(enabled_with("OTEL_SDK_DISABLED", "TRUE"));
+	cr_assert_not(enabled_with("OTEL_SDK_DISABLED", "True"));
+	cr_assert(enabled_with("OTEL_SDK_DISABLED", "false"));
+	cr_assert(enabled_with("OTEL_SDK_DISABLED", "FALSE"));
+	cr_assert(enabled_with("OTEL_SDK_DISABLED", "bogus"));
+	cr_assert(enabled_with("OTEL_SDK_DISABLED", "truee"));
+}
+
+/* The OpenTelemetry specification (Environment Variable Specification,
+ * "Boolean"): only the case-insensitive string "true" is true; an
+ * implementation MUST NOT define additional true values. config.h promises to
+ * parse standard variables as the specification says. */
+Test(config, otel_sdk_disabled_only_true_is_true)
+{
+	cr_assert(enabled_with("OTEL_SDK_DISABLED", "1"), "OTEL_SDK_DISABLED=1 must not disable");
+	cr_assert(enabled_with("OTEL_SDK_DISABLED", "yes"), "OTEL_SDK_DISABLED=yes must not disable");
+	cr_assert(enabled_with("OTEL_SDK_DISABLED", "on"), "OTEL_SDK_DISABLED=on must not disable");
+}
+
+Test(config, nemolens_enabled_and_alias)
+{
+	cr_assert_not(enabled_with("NEMOLENS_ENABLED", "false"));
+	cr_assert_not(enabled_with("NEMOLENS_ENABLED", "0"));
+	cr_assert_not(enabled_with("NEMOLENS_ENABLED", "OFF"));
+	cr_assert(enabled_with("NEMOLENS_ENABLED", "true"));
+	cr_assert(enabled_with("NEMOLENS_ENABLED", "maybe"));
+	cr_assert(enabled_with("NEMOLENS_ENABLED", "99999999999999999999"));
+	cr_assert_not(enabled_with("NEMO_GYM_OTEL_ENABLED", "false"));
+	cr_assert(enabled_with("NEMO_GYM_OTEL_ENABLED", "true"));
+	cr_assert(enabled_with("NEMO_GYM_OTEL_ENABLED", "nah"));
+}
+
+Test(config, nemolens_enabled_wins_over_its_alias)
+{
+	env_set("NEMOLENS_ENABLED", "true");
+	env_set("NEMO_GYM_OTEL_ENABLED", "false");
+	struct nl_config c;
+	load(&c);
+	cr_assert(c.enabled);
+	nl_config_free(&c);
+
+	setup();
+	env_set("NEMOLENS_ENABLED", "false");
+	env_set("NEMO_GYM_OTEL_ENABLED", "true");
+	load(&c);
+	cr_assert_not(c.enabled);
+	nl_config_free(&c);
+}
+
+Test(config, metrics_enabled_and_alias)
+{
+	struct nl_config c;
+	env_set("NEMOLENS_METRICS_ENABLED", "false");
+	load(&c);
+	cr_assert_not(c.metrics_enabled);
+	cr_assert(c.enabled);
+	nl_config_free(&c);
+
+	setup();
+	env_set("NEMO_GYM_OTEL_METRICS_ENABLED", "false");
+	load(&c);
+	cr_assert_not(c.metrics_enabled);
+	nl_config_free(&c);
+
+	setup();
+	env_set("NEMOLENS_METRICS_ENABLED", "sometimes");
+	load(&c);
+	cr_assert(c.metrics_enabled);
+	nl_config_free(&c);
+
+	setup();
+	env_set("NEMOLENS_METRICS_ENABLED", "true");
+	env_set("NEMO_GYM_OTEL_METRICS_ENABLED", "false");
+	load(&c);
+	cr_assert(c.metrics_enabled);
+	nl_config_free(&c);
+}
+
+Test(config, memory_profiling_and_alias)
+{
+	struct nl_config c;
+	env_set("NEMOLENS_MEMORY_PROFILING", "true");
+	load(&c);
+	cr_assert(c.memory_profiling);
+	nl_config_free(&c);
+
+	setup();
+	env_set("NEMO_GYM_OTEL_MEMORY_PROFILING_ENABLED", "yes");
+	load(&c);
+	cr_assert(c.memory_profiling);
+	nl_config_free(&c);
+
+	setup();
+	env_set("NEMOLENS_MEMORY_PROFILING", "2");
+	load(&c);
+	cr_assert_not(c.memory_profiling);
+	nl_config_free(&c);
+
+	setup();
+	env_set("NEMOLENS_MEMORY_PROFILING", "false");
+	env_set("NEMO_GYM_OTEL_MEMORY_PROFILING_ENABLED", "true");
+	load(&c);
+	cr_assert_not(c.memory_profiling);
+	nl_config_free(&c);
+}
+
+/* ---- exporter selection --------------------------------------------------- */
+
+static enum nl_exporter_kind exporter_with(const char *a, const char *b)
+{
+	setup();
+	if (a)
+		env_set("OTEL_METRICS_EXPORTER", a);
+	if (b)
+		env_set("NEMO_GYM_OTEL_EXPORTER", b);
+	struct nl_config c;
+	load(&c);
+	enum nl_exporter_kind k = c.exporter;
+	nl_config_free(&c);
+	return k;
+}
+
+Test(config, metrics_exporter)
+{
+	cr_assert_eq(exporter_with("otlp", NULL), NL_EXPORTER_OTLP);
+	cr_assert_eq(exporter_with("console", NULL), NL_EXPORTER_CONSOLE);
+	cr_assert_eq(exporter_with("none", NULL), NL_EXPORTER_NONE);
+	cr_assert_eq(exporter_with("CONSOLE", NULL), NL_EXPORTER_CONSOLE);
+	cr_assert_eq(exporter_with("bogus", NULL), NL_EXPORTER_OTLP);
+	cr_assert_eq(exporter_with("prometheus", NULL), NL_EXPORTER_OTLP);
+}
+
+Test(config, metrics_exporter_comma_lists)
+{
+	cr_assert_eq(exporter_with("console,otlp", NULL), NL_EXPORTER_CONSOLE);
+	cr_assert_eq(exporter_with("otlp,console", NULL), NL_EXPORTER_OTLP);
+	cr_assert_eq(exporter_with("bogus,none", NULL), NL_EXPORTER_NONE);
+	cr_assert_eq(exporter_with("bogus, console", NULL), NL_EXPORTER_CONSOLE);
+	cr_assert_eq(exporter_with("bogus,,also-bogus", NULL), NL_EXPORTER_OTLP);
+	cr_assert_eq(exporter_with(",", NULL), NL_EXPORTER_OTLP);
+}
+
+Test(config, nemo_gym_exporter_alias)
+{
+	cr_assert_eq(exporter_with(NULL, "console"), NL_EXPORTER_CONSOLE);
+	cr_assert_eq(exporter_with(NULL, "none"), NL_EXPORTER_NONE);
+	cr_assert_eq(exporter_with(NULL, "bogus"), NL_EXPORTER_OTLP);
+	/* The standard variable wins. */
+	cr_assert_eq(exporter_with("none", "console"), NL_EXPORTER_NONE);
+	cr_assert_eq(exporter_with("otlp", "console"), NL_EXPORTER_OTLP);
+}
+
+/* ---- millisecond variables ------------------------------------------------ */
+
+static const char *const BAD_MS[] = {
+	"abc", "-5", "99999999999999999999", "9223372036854775808", "100ms", "12abc", "1.5", "0x10", "--1",
+};
+
+static long field_with(const char *name, const char *value, size_t offset)
+{
+	setup();
+	env_set(name, value);
+	struct nl_config c;
+	load(&c);
+	long v = *(const long *)((const char *)&c + offset);
+	nl_config_free(&c);
+	return v;
+}
+
+#define FIELD(name, value, field) field_with((name), (value), offsetof(struct nl_config, field))
+
+Test(config, export_interval)
+{
+	cr_assert_eq(FIELD("OTEL_METRIC_EXPORT_INTERVAL", "5000", export_interval_ms), 5000);
+	cr_assert_eq(FIELD("OTEL_METRIC_EXPORT_INTERVAL", "1", export_interval_ms), 1);
+	cr_assert_eq(FIELD("OTEL_METRIC_EXPORT_INTERVAL", " 2500 ", export_interval_ms), 2500);
+	cr_assert_eq(FIELD("OTEL_METRIC_EXPORT_INTERVAL", "0", export_interval_ms), 10000);
+	for (size_t i = 0; i < sizeof BAD_MS / sizeof *BAD_MS; i++)
+		cr_assert_eq(FIELD("OTEL_METRIC_EXPORT_INTERVAL", BAD_MS[i], export_interval_ms), 10000,
+			     "OTEL_METRIC_EXPORT_INTERVAL=%s", BAD_MS[i]);
+}
+
+Test(config, export_timeout)
+{
+	cr_assert_eq(FIELD("OTEL_METRIC_EXPORT_TIMEOUT", "2000", export_timeout_ms), 2000);
+	for (size_t i = 0; i < sizeof BAD_MS / sizeof *BAD_MS; i++)
+		cr_assert_eq(FIELD("OTEL_METRIC_EXPORT_TIMEOUT", BAD_MS[i], export_timeout_ms), 30000,
+			     "OTEL_METRIC_EXPORT_TIMEOUT=%s", BAD_MS[i]);
+}
+
+Test(config, exit_timeout_and_its_cap)
+{
+	cr_assert_eq(FIELD("NEMOLENS_EXIT_TIMEOUT_MS", "250", exit_timeout_ms), 250);
+	cr_assert_eq(FIELD("NEMOLENS_EXIT_TIMEOUT_MS", "10000", exit_timeout_ms), 10000);
+	cr_assert_eq(FIELD("NEMOLENS_EXIT_TIMEOUT_MS", "10001", exit_timeout_ms), 10000);
+	cr_assert_eq(FIELD("NEMOLENS_EXIT_TIMEOUT_MS", "60000", exit_timeout_ms), 10000);
+	for (size_t i = 0; i < sizeof BAD_MS / sizeof *BAD_MS; i++)
+		cr_assert_eq(FIELD("NEMOLENS_EXIT_TIMEOUT_MS", BAD_MS[i], exit_timeout_ms), 500,
+			     "NEMOLENS_EXIT_TIMEOUT_MS=%s", BAD_MS[i]);
+}
+
+Test(config, otlp_timeout_metrics_specific_wins)
+{
+	cr_assert_eq(FIELD("OTEL_EXPORTER_OTLP_TIMEOUT", "4321", otlp_timeout_ms), 4321);
+	cr_assert_eq(FIELD("OTEL_EXPORTER_OTLP_METRICS_TIMEOUT", "1234", otlp_timeout_ms), 1234);
+	for (size_t i = 0; i < sizeof BAD_MS / sizeof *BAD_MS; i++) {
+		cr_assert_eq(FIELD("OTEL_EXPORTER_OTLP_TIMEOUT", BAD_MS[i], otlp_timeout_ms), 10000);
+		cr_assert_eq(FIELD("OTEL_EXPORTER_OTLP_METRICS_TIMEOUT", BAD_MS[i], otlp_timeout_ms), 10000);
+	}
+
+	setup();
+	env_set("OTEL_EXPORTER_OTLP_METRICS_TIMEOUT", "1234");
+	env_set("OTEL_EXPORTER_OTLP_TIMEOUT", "4321");
+	struct nl_config c;
+	load(&c);
+	cr_assert_eq(c.otlp_timeout_ms, 1234);
+	nl_config_free(&c);
+}
+
+/* ---- endpoint ------------------------------------------------------------- */
+
+static void assert_endpoint(const char *metrics, const char *generic, const char *want)
+{
+	setup();
+	if (metrics)
+		env_set("OTEL_EXPORTER_OTLP_METRICS_ENDPOINT", metrics);
+	if (generic)
+		env_set("OTEL_EXPORTER_OTLP_ENDPOINT", generic);
+	struct nl_config c;
+	load(&c);
+	cr_assert_str_eq(c.endpoint, want, "metrics=%s generic=%s", metrics ? metrics : "(unset)",
+			 generic ? generic : "(unset)");
+	nl_config_free(&c);
+}
+
+Test(config, metrics_endpoint_is_used_as_is)
+{
+	assert_endpoint("http://collector:9999/custom/path", NULL, "http://collector:9999/custom/path");
+	assert_endpoint("http://collector:4318", NULL, "http://collector:4318");
+	assert_endpoint("https://collector:4318/", NULL, "https://collector:4318/");
+}
+
+Test(config, generic_endpoint_gets_v1_metrics)
+{
+	assert_endpoint(NULL, "http://collector:4318", "http://collector:4318/v1/metrics");
+	assert_endpoint(NULL, "http://collector:4318/", "http://collector:4318/v1/metrics");
+	assert_endpoint(NULL, "https://c.example/otlp", "https://c.example/otlp/v1/metrics");
+	assert_endpoint(NULL, "https://c.example/otlp/", "https://c.example/otlp/v1/metrics");
+}
+
+Test(config, metrics_endpoint_wins)
+{
+	assert_endpoint("http://m:1/x", "http://g:2", "http://m:1/x");
+}
+
+Test(config, invalid_endpoint_gets_default)
+{
+	assert_endpoint(NULL, "collector:4318", "http://localhost:4318/v1/metrics");
+	assert_endpoint(NULL, "ftp://collector", "http://localhost:4318/v1/metrics");
+	assert_endpoint("not a url", NULL, "http://localhost:4318/v1/metrics");
+}
+
+/* ---- headers -------------------------------------------------------------- */
+
+Test(config, headers)
+{
+	env_set("OTEL_EXPORTER_OTLP_HEADERS", "api-key=secret,x-tenant=acme");
+	struct nl_config c;
+	load(&c);
+	cr_assert_eq(c.n_headers, 2);
+	cr_assert_str_eq(c.headers[0].name, "api-key");
+	cr_assert_str_eq(c.headers[0].value, "secret");
+	cr_assert_str_eq(c.headers[1].name, "x-tenant");
+	cr_assert_str_eq(c.headers[1].value, "acme");
+	nl_config_free(&c);
+}
+
+Test(config, headers_percent_decoded_and_trimmed)
+{
+	env_set("OTEL_EXPORTER_OTLP_HEADERS", " k%20ey = va%2Clue , Authorization=Basic%20YWxhZGRpbjpvcGVuc2VzYW1l");
+	struct nl_config c;
+	load(&c);
+	cr_assert_eq(c.n_headers, 2);
+	cr_assert_str_eq(c.headers[0].name, "k ey");
+	cr_assert_str_eq(c.headers[0].value, "va,lue");
+	cr_assert_str_eq(c.headers[1].name, "Authorization");
+	cr_assert_str_eq(c.headers[1].value, "Basic YWxhZGRpbjpvcGVuc2VzYW1l");
+	nl_config_free(&c);
+}
+
+Test(config, metrics_headers_win)
+{
+	env_set("OTEL_EXPORTER_OTLP_METRICS_HEADERS", "a=1");
+	env_set("OTEL_EXPORTER_OTLP_HEADERS", "b=2,c=3");
+	struct nl_config c;
+	load(&c);
+	cr_assert_eq(c.n_headers, 1);
+	cr_assert_str_eq(c.headers[0].name, "a");
+	cr_assert_str_eq(c.headers[0].value, "1");
+	nl_config_free(&c);
+}
+
+static const char *const BAD_KV[] = {
+	"a=%4",   "a=%zz",       "a=%",      "novalue", "=v",   "a=1,bad", "a=1,=2",
+	"a=\xff", "a=%FF",       "a=%C0%80", "a=%00b",  "\xfe=1", "a=%ED%A0%80",
+	"a=%4g",  "k=v,k2=%2",
+};
+
+Test(config, invalid_headers_get_default)
+{
+	for (size_t i = 0; i < sizeof BAD_KV / sizeof *BAD_KV; i++) {
+		setup();
+		env_set("OTEL_EXPORTER_OTLP_HEADERS", BAD_KV[i]);
+		struct nl_config c;
+		load(&c);
+		cr_assert_eq(c.n_headers, 0, "OTEL_EXPORTER_OTLP_HEADERS=\"%s\" gave %zu headers", BAD_KV[i],
+			     c.n_headers);
+		nl_config_free(&c);
+
+		setup();
+		env_set("OTEL_EXPORTER_OTLP_METRICS_HEADERS", BAD_KV[i]);
+		load(&c);
+		cr_assert_eq(c.n_headers, 0);
+		nl_config_free(&c);
+	}
+}
+
+Test(config, at_most_max_headers)
+{
+	static char buf[4096];
+	size_t o = 0;
+	for (int i = 0; i < NL_MAX_HEADERS + 8; i++)
+		o += (size_t)snprintf(buf + o, sizeof buf - o, "%sh%d=v%d", i ? "," : "", i, i);
+	env_set("OTEL_EXPORTER_OTLP_HEADERS", buf);
+	struct nl_config c;
+	load(&c);
+	cr_assert_eq(c.n_headers, NL_MAX_HEADERS);
+	cr_assert_str_eq(c.headers[0].name, "h0");
+	cr_assert_str_eq(c.headers[NL_MAX_HEADERS - 1].value, "v31");
+	nl_config_free(&c);
+}
+
+/* ---- compression, protocol, TLS files, temporality ------------------------ */
+
+static bool gzip_with(const char *metrics, const char *generic)
+{
+	setup();
+	if (metrics)
+		env_set("OTEL_EXPORTER_OTLP_METRICS_COMPRESSION", metrics);
+	if (generic)
+		env_set("OTEL_EXPORTER_OTLP_COMPRESSION", generic);
+	struct nl_config c;
+	load(&c);
+	bool gz = c.gzip;
+	nl_config_free(&c);
+	return gz;
+}
+
+Test(config, compression)
+{
+	cr_assert(gzip_with(NULL, "gzip"));
+	cr_assert(gzip_with(NULL, "GZIP"));
+	cr_assert_not(gzip_with(NULL, "none"));
+	cr_assert_not(gzip_with(NULL, "brotli"));
+	cr_assert(gzip_with("gzip", NULL));
+	cr_assert_not(gzip_with("zstd", NULL));
+	cr_assert_not(gzip_with("none", "gzip"));
+	cr_assert(gzip_with("gzip", "none"));
+}
+
+static int warnings_for_protocol(const char *metrics, const char *generic)
+{
+	setup();
+	nl_log_set_level(NL_LOG_WARN);
+	if (metrics)
+		env_set("OTEL_EXPORTER_OTLP_METRICS_PROTOCOL", metrics);
+	if (generic)
+		env_set("OTEL_EXPORTER_OTLP_PROTOCOL", generic);
+	struct nl_config c;
+	capture_begin();
+	load(&c);
+	char *out = capture_end();
+	int n = count_lines_starting(out, "nemolens: ");
+	free(out);
+	cr_assert_str_eq(c.endpoint, "http://localhost:4318/v1/metrics");
+	nl_config_free(&c);
+	return n;
+}
+
+/* Only http/protobuf is supported: anything else is a warning, nothing more. */
+Test(config, protocol)
+{
+	cr_assert_eq(warnings_for_protocol(NULL, "http/protobuf"), 0);
+	cr_assert_eq(warnings_for_protocol("http/protobuf", NULL), 0);
+	cr_assert_eq(warnings_for_protocol(NULL, "grpc"), 1);
+}
+
+Test(config, protocol_metrics_specific_wins)
+{
+	cr_assert_eq(warnings_for_protocol("http/protobuf", "grpc"), 0);
+}
+
+Test(config, protocol_bad_metrics_specific_warns)
+{
+	cr_assert_eq(warnings_for_protocol("http/json", "http/protobuf"), 1);
+}
+
+Test(config, tls_files)
+{
+	env_set("OTEL_EXPORTER_OTLP_CERTIFICATE", "/g/ca.pem");
+	env_set("OTEL_EXPORTER_OTLP_CLIENT_KEY", "/g/key.pem");
+	env_set("OTEL_EXPORTER_OTLP_CLIENT_CERTIFICATE", "/g/cert.pem");
+	struct nl_config c;
+	load(&c);
+	cr_assert_str_eq(c.ca_file, "/g/ca.pem");
+	cr_assert_str_eq(c.client_key, "/g/key.pem");
+	cr_assert_str_eq(c.client_cert, "/g/cert.pem");
+	nl_config_free(&c);
+}
+
+Test(config, tls_files_metrics_specific_win)
+{
+	env_set("OTEL_EXPORTER_OTLP_CERTIFICATE", "/g/ca.pem");
+	env_set("OTEL_EXPORTER_OTLP_CLIENT_KEY", "/g/key.pem");
+	env_set("OTEL_EXPORTER_OTLP_CLIENT_CERTIFICATE", "/g/cert.pem");
+	env_set("OTEL_EXPORTER_OTLP_METRICS_CERTIFICATE", "/m/ca.pem");
+	env_set("OTEL_EXPORTER_OTLP_METRICS_CLIENT_KEY", "/m/key.pem");
+	env_set("OTEL_EXPORTER_OTLP_METRICS_CLIENT_CERTIFICATE", "/m/cert.pem");
+	struct nl_config c;
+	load(&c);
+	cr_assert_str_eq(c.ca_file, "/m/ca.pem");
+	cr_assert_str_eq(c.client_key, "/m/key.pem");
+	cr_assert_str_eq(c.client_cert, "/m/cert.pem");
+	nl_config_free(&c);
+}
+
+static void assert_temporality(const char *value, bool counters, bool histograms)
+{
+	setup();
+	env_set("OTEL_EXPORTER_OTLP_METRICS_TEMPORALITY_PREFERENCE", value);
+	struct nl_config c;
+	load(&c);
+	cr_assert_eq(c.delta_counters, counters, "%s: delta_counters", value);
+	cr_assert_eq(c.delta_histograms, histograms, "%s: delta_histograms", value);
+	nl_config_free(&c);
+}
+
+Test(config, temporality_preference)
+{
+	assert_temporality("cumulative", false, false);
+	assert_temporality("delta", true, true);
+	assert_temporality("Delta", true, true);
+	assert_temporality("lowmemory", false, true);
+	assert_temporality("LowMemory", false, true);
+	assert_temporality("bogus", false, false);
+	assert_temporality("delta,", false, false);
+}
+
+/* ---- memory sampling interval --------------------------------------------- */
+
+Test(config, memory_interval_seconds)
+{
+	cr_assert_eq(FIELD("NEMO_GYM_OTEL_MEMORY_PROFILING_INTERVAL_SECONDS", "2.5", memory_interval_ms), 2500);
+	cr_assert_eq(FIELD("NEMO_GYM_OTEL_MEMORY_PROFILING_INTERVAL_SECONDS", "0.25", memory_interval_ms), 250);
+	cr_assert_eq(FIELD("NEMO_GYM_OTEL_MEMORY_PROFILING_INTERVAL_SECONDS", "3", memory_interval_ms), 3000);
+	static const char *const bad[] = { "abc", "-1", "0", "1.5s", "nan", "inf", "-0.5", "1e300", "2,5" };
+	for (size_t i = 0; i < sizeof bad / sizeof *bad; i++)
+		cr_assert_eq(FIELD("NEMO_GYM_OTEL_MEMORY_PROFILING_INTERVAL_SECONDS", bad[i], memory_interval_ms),
+			     1000, "NEMO_GYM_OTEL_MEMORY_PROFILING_INTERVAL_SECONDS=%s", bad[i]);
+}
+
+/* A positive number of seconds that rounds to 0 ms must not become an interval
+ * of zero. */
+Test(config, memory_interval_tiny_seconds_not_zero)
+{
+	long ms = FIELD("NEMO_GYM_OTEL_MEMORY_PROFILING_INTERVAL_SECONDS", "0.0001", memory_interval_ms);
+	cr_assert_gt(ms, 0, "NEMO_GYM_OTEL_MEMORY_PROFILING_INTERVAL_SECONDS=0.0001 gave %ld ms", ms);
+}
+
+Test(config, memory_interval_ms)
+{
+	cr_assert_eq(FIELD("NEMOLENS_MEMORY_SAMPLE_INTERVAL_MS", "250", memory_interval_ms), 250);
+	cr_assert_eq(FIELD("NEMOLENS_MEMORY_SAMPLE_INTERVAL_MS", "0", memory_interval_ms), 1000);
+	for (size_t i = 0; i < sizeof BAD_MS / sizeof *BAD_MS; i++)
+		cr_assert_eq(FIELD("NEMOLENS_MEMORY_SAMPLE_INTERVAL_MS", BAD_MS[i], memory_interval_ms), 1000,
+			     "NEMOLENS_MEMORY_SAMPLE_INTERVAL_MS=%s", BAD_MS[i]);
+}
+
+Test(config, memory_interval_nemolens_wins)
+{
+	env_set("NEMO_GYM_OTEL_MEMORY_PROFILING_INTERVAL_SECONDS", "2.5");
+	env_set("NEMOLENS_MEMORY_SAMPLE_INTERVAL_MS", "300");
+	struct nl_config c;
+	load(&c);
+	cr_assert_eq(c.memory_interval_ms, 300);
+	nl_config_free(&c);
+}
+
+/* ---- cardinality limit, log level ------------------------------------------ */
+
+static size_t cardinality_with(const char *value)
+{
+	setup();
+	env_set("NEMOLENS_CARDINALITY_LIMIT", value);
+	struct nl_config c;
+	load(&c);
+	size_t n = c.cardinality_limit;
+	nl_config_free(&c);
+	return n;
+}
+
+Test(config, cardinality_limit_bounds)
+{
+	cr_assert_eq(cardinality_with("1"), 1);
+	cr_assert_eq(cardinality_with("500"), 500);
+	cr_assert_eq(cardinality_with("100000"), 100000);
+	cr_assert_eq(cardinality_with("0"), 2000);
+	cr_assert_eq(cardinality_with("100001"), 2000);
+	cr_assert_eq(cardinality_with("-3"), 2000);
+	cr_assert_eq(cardinality_with("99999999999999999999"), 2000);
+	cr_assert_eq(cardinality_with("12k"), 2000);
+	cr_assert_eq(cardinality_with("lots"), 2000);
+}
+
+static void assert_log_level(const char *value, enum nl_log_level want)
+{
+	setup();
+	env_set("NEMOLENS_LOG_LEVEL", value);
+	struct nl_config c;
+	load(&c);
+	cr_assert_eq(c.log_level, want, "NEMOLENS_LOG_LEVEL=%s", value);
+	nl_config_free(&c);
+}
+
+Test(config, log_level)
+{
+	assert_log_level("none", NL_LOG_NONE);
+	assert_log_level("error", NL_LOG_ERROR);
+	assert_log_level("warn", NL_LOG_WARN);
+	assert_log_level("info", NL_LOG_INFO);
+	assert_log_level("debug", NL_LOG_DEBUG);
+	assert_log_level("DEBUG", NL_LOG_DEBUG);
+	assert_log_level("warning", NL_LOG_WARN);
+	assert_log_level("off", NL_LOG_NONE);
+	assert_log_level("verbose", NL_LOG_WARN);
+	assert_log_level("3", NL_LOG_WARN);
+	nl_log_set_level(NL_LOG_NONE);
+}
+
+Test(config, log_level_applies_to_the_logger)
+{
+	env_set("NEMOLENS_LOG_LEVEL", "error");
+	struct nl_config c;
+	load(&c);
+	cr_assert_eq(nl_log_get_level(), NL_LOG_ERROR);
+	nl_config_free(&c);
+	nl_log_set_level(NL_LOG_NONE);
+}
+
+/* ---- service, server, resource --------------------------------------------- */
+
+Test(config, service_name_from_otel_service_name)
+{
+	env_set("OTEL_SERVICE_NAME", "svc");
+	struct nl_config c;
+	load(&c);
+	cr_assert_str_eq(c.service_name, "svc");
+	cr_assert_str_eq(c.server_name, "svc");
+	nl_config_free(&c);
+}
+
+Test(config, service_name_from_resource_attributes)
+{
+	env_set("OTEL_RESOURCE_ATTRIBUTES", "team=x,service.name=my%20svc");
+	struct nl_config c;
+	load(&c);
+	cr_assert_str_eq(c.service_name, "my svc");
+	cr_assert_str_eq(c.server_name, "my svc");
+	nl_config_free(&c);
+}
+
+Test(config, otel_service_name_wins_over_resource)
+{
+	env_set("OTEL_SERVICE_NAME", "from-env");
+	env_set("OTEL_RESOURCE_ATTRIBUTES", "service.name=from-res");
+	struct nl_config c;
+	load(&c);
+	cr_assert_str_eq(c.service_name, "from-env");
+	nl_config_free(&c);
+}
+
+Test(config, server_name_precedence)
+{
+	struct nl_config c;
+	env_set("NEMOLENS_SERVER_NAME", "srv");
+	env_set("OTEL_SERVICE_NAME", "svc");
+	env_set("OTEL_RESOURCE_ATTRIBUTES", "service.name=res");
+	load(&c);
+	cr_assert_str_eq(c.server_name, "srv");
+	cr_assert_str_eq(c.service_name, "svc");
+	nl_config_free(&c);
+
+	setup();
+	env_set("OTEL_RESOURCE_ATTRIBUTES", "service.name=res");
+	load(&c);
+	cr_assert_str_eq(c.server_name, "res");
+	nl_config_free(&c);
+
+	setup();
+	nl_config_load(&c, fake_getenv, "prog-name");
+	cr_assert_null(c.service_name);
+	cr_assert_str_eq(c.server_name, "prog-name");
+	nl_config_free(&c);
+
+	setup();
+	nl_config_load(&c, fake_getenv, NULL);
+	cr_assert_not_null(c.server_name);
+	cr_assert_gt(strlen(c.server_name), 0);
+	nl_config_free(&c);
+}
+
+Test(config, names_with_invalid_utf8_come_out_valid)
+{
+	struct nl_config c;
+	env_set("OTEL_SERVICE_NAME", "svc\xffx");
+	env_set("NEMOLENS_SERVER_TYPE", "w\xc3orker");
+	load(&c);
+	cr_assert(nl_utf8_valid(c.service_name, strlen(c.service_name)));
+	cr_assert(nl_utf8_valid(c.server_name, strlen(c.server_name)));
+	cr_assert(nl_utf8_valid(c.server_type, strlen(c.server_type)));
+	cr_assert_str_eq(c.service_name, "svc?x");
+	nl_config_free(&c);
+
+	setup();
+	env_set("NEMOLENS_SERVER_NAME", "\xc0\x80name");
+	load(&c);
+	cr_assert(nl_utf8_valid(c.server_name, strlen(c.server_name)));
+	nl_config_free(&c);
+
+	setup();
+	nl_config_load(&c, fake_getenv, "prog\xe2\x82");
+	cr_assert(nl_utf8_valid(c.server_name, strlen(c.server_name)));
+	nl_config_free(&c);
+}
+
+Test(config, server_type)
+{
+	env_set("NEMOLENS_SERVER_TYPE", "worker");
+	struct nl_config c;
+	load(&c);
+	cr_assert_str_eq(c.server_type, "worker");
+	nl_config_free(&c);
+}
+
+Test(config, resource_attributes)
+{
+	env_set("OTEL_RESOURCE_ATTRIBUTES", "deployment.environment=prod, k8s.pod.name=p%2D1 ,empty=");
+	struct nl_config c;
+	load(&c);
+	cr_assert_eq(c.n_resource, 3);
+	cr_assert_str_eq(c.resource[0].name, "deployment.environment");
+	cr_assert_str_eq(c.resource[0].value, "prod");
+	cr_assert_str_eq(c.resource[1].name, "k8s.pod.name");
+	cr_assert_str_eq(c.resource[1].value, "p-1");
+	cr_assert_str_eq(c.resource[2].name, "empty");
+	cr_assert_str_eq(c.resource[2].value, "");
+	cr_assert_null(c.service_name);
+	nl_config_free(&c);
+}
+
+Test(config, invalid_resource_attributes_discarded)
+{
+	for (size_t i = 0; i < sizeof BAD_KV / sizeof *BAD_KV; i++) {
+		setup();
+		env_set("OTEL_RESOURCE_ATTRIBUTES", BAD_KV[i]);
+		struct nl_config c;
+		load(&c);
+		cr_assert_eq(c.n_resource, 0, "OTEL_RESOURCE_ATTRIBUTES=\"%s\" gave %zu attributes", BAD_KV[i],
+			     c.n_resource);
+		nl_config_free(&c);
+	}
+	/* A malformed list with a service.name in it gives no service name. */
+	setup();
+	env_set("OTEL_RESOURCE_ATTRIBUTES", "service.name=svc,broken=%4");
+	struct nl_config c;
+	load(&c);
+	cr_assert_null(c.service_name);
+	cr_assert_str_eq(c.server_name, "myprog");
+	nl_config_free(&c);
+}
+
+Test(config, destinations_and_console_path_raw)
+{
+	env_set("NEMOLENS_DESTINATIONS", "policy=policy-host:8000,judge=10.0.3.0/24");
+	env_set("NEMOLENS_CONSOLE_PATH", "/tmp/metrics.jsonl");
+	struct nl_config c;
+	load(&c);
+	cr_assert_str_eq(c.destinations, "policy=policy-host:8000,judge=10.0.3.0/24");
+	cr_assert_str_eq(c.console_path, "/tmp/metrics.jsonl");
+	nl_config_free(&c);
+}
+
+/* ---- hostile values --------------------------------------------------------- */
+
+#define MB (1024 * 1024)
+
+Test(config, one_megabyte_resource_value)
+{
+	char *v = malloc(MB + 1);
+	cr_assert_not_null(v);
+	memcpy(v, "k=", 2);
+	memset(v + 2, 'x', MB - 2);
+	v[MB] = 0;
+	env_set("OTEL_RESOURCE_ATTRIBUTES", v);
+	struct nl_config c;
+	load(&c);
+	cr_assert_eq(c.n_resource, 1);
+	cr_assert_str_eq(c.resource[0].name, "k");
+	cr_assert_eq(strlen(c.resource[0].value), (size_t)MB - 2);
+	nl_config_free(&c);
+	free(v);
+}
+
+Test(config, one_megabyte_garbage_everywhere)
+{
+	char *v = malloc(MB + 1);
+	cr_assert_not_null(v);
+	memset(v, 'x', MB);
+	v[MB] = 0;
+	for (size_t i = 0; i < N_ALL_VARS; i++)
+		env_set(ALL_VARS[i], v);
+	struct nl_config c;
+	load(&c);
+	assert_scalar_defaults(&c);
+	cr_assert_eq(strlen(c.server_name), (size_t)MB);
+	nl_config_free(&c);
+	free(v);
+}
+
+Test(config, ten_thousand_resource_pairs)
+{
+	size_t cap = 10000 * 16;
+	char *v = malloc(cap);
+	cr_assert_not_null(v);
+	size_t o = 0;
+	for (int i = 0; i < 10000; i++)
+		o += (size_t)snprintf(v + o, cap - o, "%sk%d=v%d", i ? "," : "", i, i);
+	env_set("OTEL_RESOURCE_ATTRIBUTES", v);
+	struct nl_config c;
+	load(&c);
+	cr_assert_eq(c.n_resource, NL_MAX_RESOURCE_ATTRS);
+	cr_assert_str_eq(c.resource[0].name, "k0");
+	cr_assert_str_eq(c.resource[0].value, "v0");
+	cr_assert_str_eq(c.resource[NL_MAX_RESOURCE_ATTRS - 1].name, "k63");
+	cr_assert_str_eq(c.resource[NL_MAX_RESOURCE_ATTRS - 1].value, "v63");
+	nl_config_free(&c);
+	free(v);
+}
+
+/* ---- warnings --------------------------------------------------------------- */
+
+Test(config, same_bad_value_warns_once)
+{
+	nl_log_set_level(NL_LOG_WARN);
+	env_set("OTEL_METRIC_EXPORT_INTERVAL", "abc");
+	struct nl_config c1, c2;
+	capture_begin();
+	load(&c1);
+	load(&c2);
+	char *out = capture_end();
+	cr_assert_eq(count_lines_starting(out, "nemolens: "), 1, "stderr was:\n%s", out);
+	cr_assert_not_null(strstr(out, "OTEL_METRIC_EXPORT_INTERVAL"), "stderr was:\n%s", out);
+	cr_assert_eq(c1.export_interval_ms, 10000);
+	cr_assert_eq(c2.export_interval_ms, 10000);
+	free(out);
+	nl_config_free(&c1);
+	nl_config_free(&c2);
+}
+
+Test(config, valid_values_do_not_warn)
+{
+	nl_log_set_level(NL_LOG_WARN);
+	env_set("OTEL_METRIC_EXPORT_INTERVAL", "1000");
+	env_set("OTEL_EXPORTER_OTLP_ENDPOINT", "http://c:4318");
+	env_set("OTEL_RESOURCE_ATTRIBUTES", "a=b");
+	env_set("NEMOLENS_CARDINALITY_LIMIT", "10");
+	struct nl_config c;
+	capture_begin();
+	load(&c);
+	char *out = capture_end();
+	cr_assert_eq(count_lines_starting(out, "nemolens: "), 0, "stderr was:\n%s", out);
+	free(out);
+	nl_config_free(&c);
+}
+
+/* ---- the parsers ------------------------------------------------------------ */
+
+Test(parse, bool_values)
+{
+	static const char *const yes[] = { "true", "TRUE", "True", "1", "yes", "on", "ON" };
+	static const char *const no[] = { "false", "FALSE", "0", "no", "off", "Off" };
+	static const char *const bad[] = { "", "2", "truex", "t", "nope", "-1", "true ", "00" };
+	for (size_t i = 0; i < sizeof yes / sizeof *yes; i++) {
+		bool b = false;
+		cr_assert_eq(nl_parse_bool(yes[i], &b), 0, "%s", yes[i]);
+		cr_assert(b, "%s", yes[i]);
+	}
+	for (size_t i = 0; i < sizeof no / sizeof *no; i++) {
+		bool b = true;
+		cr_assert_eq(nl_parse_bool(no[i], &b), 0, "%s", no[i]);
+		cr_assert_not(b, "%s", no[i]);
+	}
+	for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+		bool b = true;
+		cr_assert_eq(nl_parse_bool(bad[i], &b), -1, "\"%s\"", bad[i]);
+		cr_assert(b, "out touched for \"%s\"", bad[i]);
+		b = false;
+		cr_assert_eq(nl_parse_bool(bad[i], &b), -1, "\"%s\"", bad[i]);
+		cr_assert_not(b, "out touched for \"%s\"", bad[i]);
+	}
+}
+
+Test(parse, ms_values)
+{
+	long v = -7;
+	cr_assert_eq(nl_parse_ms("0", &v), 0);
+	cr_assert_eq(v, 0);
+	cr_assert_eq(nl_parse_ms("250", &v), 0);
+	cr_assert_eq(v, 250);
+	cr_assert_eq(nl_parse_ms(" 42 ", &v), 0);
+	cr_assert_eq(v, 42);
+	cr_assert_eq(nl_parse_ms("3600000", &v), 0);
+	cr_assert_eq(v, 3600000);
+	static const char *const bad[] = { "", " ", "-1", "abc", "12abc", "1.5", "0x10", "1e3",
+					   "99999999999999999999", "9223372036854775807",
+					   "9223372036854775808", "18446744073709551617", "1 2" };
+	for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+		v = -7;
+		cr_assert_eq(nl_parse_ms(bad[i], &v), -1, "\"%s\"", bad[i]);
+		cr_assert_eq(v, -7, "out touched for \"%s\"", bad[i]);
+	}
+}
+
+Test(parse, kv_list)
+{
+	struct nl_header h[4] = { 0 };
+	cr_assert_eq(nl_parse_kv_list("", h, 4), 0);
+	cr_assert_eq(nl_parse_kv_list("  ,  , ", h, 4), 0);
+	cr_assert_eq(nl_parse_kv_list("a=1,,b=%3D%2c", h, 4), 2);
+	cr_assert_str_eq(h[0].name, "a");
+	cr_assert_str_eq(h[0].value, "1");
+	cr_assert_str_eq(h[1].name, "b");
+	cr_assert_str_eq(h[1].value, "=,");
+	nl_free_kv_list(h, 2);
+	cr_assert_null(h[0].name);
+	cr_assert_null(h[1].value);
+
+	/* max caps what is stored, the rest is dropped */
+	cr_assert_eq(nl_parse_kv_list("a=1,b=2,c=3,d=4,e=5,f=6", h, 4), 4);
+	cr_assert_str_eq(h[3].name, "d");
+	nl_free_kv_list(h, 4);
+
+	/* a value may contain '=' after the first */
+	cr_assert_eq(nl_parse_kv_list("tok=a=b", h, 4), 1);
+	cr_assert_str_eq(h[0].name, "tok");
+	cr_assert_str_eq(h[0].value, "a=b");
+	nl_free_kv_list(h, 1);
+
+	/* UTF-8 passes through, raw or percent-encoded */
+	cr_assert_eq(nl_parse_kv_list("name=caf\xc3\xa9,emoji=%F0%9F%98%80", h, 4), 2);
+	cr_assert_str_eq(h[0].value, "caf\xc3\xa9");
+	cr_assert_str_eq(h[1].value, "\xf0\x9f\x98\x80");
+	nl_free_kv_list(h, 2);
+
+	for (size_t i = 0; i < sizeof BAD_KV / sizeof *BAD_KV; i++) {
+		memset(h, 0, sizeof h);
+		cr_assert_eq(nl_parse_kv_list(BAD_KV[i], h, 4), -1, "\"%s\"", BAD_KV[i]);
+		for (size_t k = 0; k < 4; k++)
+			cr_assert_null(h[k].name, "\"%s\" left an entry behind", BAD_KV[i]);
+	}
+}
+
+Test(parse, utf8_valid)
+{
+	cr_assert(nl_utf8_valid("", 0));
+	cr_assert(nl_utf8_valid("plain ascii", 11));
+	cr_assert(nl_utf8_valid("caf\xc3\xa9", 5));
+	cr_assert(nl_utf8_valid("\xe2\x82\xac", 3));             /* U+20AC */
+	cr_assert(nl_utf8_valid("\xf0\x9f\x98\x80", 4));         /* U+1F600 */
+	cr_assert(nl_utf8_valid("\xf4\x8f\xbf\xbf", 4));         /* U+10FFFF */
+	cr_assert(nl_utf8_valid("\xed\x9f\xbf", 3));             /* U+D7FF */
+	cr_assert(nl_utf8_valid("a\0b", 3));                     /* n, not NUL, ends it */
+
+	cr_assert_not(nl_utf8_valid("\xff", 1));
+	cr_assert_not(nl_utf8_valid("\x80", 1));                 /* lone continuation */
+	cr_assert_not(nl_utf8_valid("\xc3", 1));                 /* truncated */
+	cr_assert_not(nl_utf8_valid("\xc3\xa9", 1));             /* truncated by n */
+	cr_assert_not(nl_utf8_valid("\xe2\x82", 2));
+	cr_assert_not(nl_utf8_valid("\xc3(", 2));                /* bad continuation */
+	cr_assert_not(nl_utf8_valid("\xc0\x80", 2));             /* overlong NUL */
+	cr_assert_not(nl_utf8_valid("\xc1\xbf", 2));             /* overlong */
+	cr_assert_not(nl_utf8_valid("\xe0\x80\xaf", 3));         /* overlong '/' */
+	cr_assert_not(nl_utf8_valid("\xf0\x8f\xbf\xbf", 4));     /* overlong */
+	cr_assert_not(nl_utf8_valid("\xed\xa0\x80", 3));         /* U+D800 surrogate */
+	cr_assert_not(nl_utf8_valid("\xed\xbf\xbf", 3));         /* U+DFFF surrogate */
+	cr_assert_not(nl_utf8_valid("\xf4\x90\x80\x80", 4));     /* U+110000 */
+	cr_assert_not(nl_utf8_valid("\xf5\x80\x80\x80", 4));
+	cr_assert_not(nl_utf8_valid("\xf8\x88\x80\x80\x80", 5));
+}
+
+static void assert_sanitized(const char *in, const char *want)
+{
+	char *out = nl_utf8_sanitized_dup(in);
+	cr_assert_not_null(out);
+	cr_assert_str_eq(out, want, "sanitizing \"%s\"", in);
+	cr_assert(nl_utf8_valid(out, strlen(out)));
+	free(out);
+}
+
+Test(parse, utf8_sanitized_dup)
+{
+	assert_sanitized("", "");
+	assert_sanitized("hello", "hello");
+	assert_sanitized("caf\xc3\xa9", "caf\xc3\xa9");
+	assert_sanitized("abc\xf0\x9f\x98\x80z", "abc\xf0\x9f\x98\x80z");
+	assert_sanitized("svc\xffx", "svc?x");
+	assert_sanitized("\x80\x80", "??");
+	assert_sanitized("\xc0\x80", "??");
+	assert_sanitized("\xed\xa0\x80", "???");
+	assert_sanitized("end\xe2\x82", "end??");
+	assert_sanitized("\xe2\x82\xac\xe2", "\xe2\x82\xac?");
+	assert_sanitized("a\xc3(b", "a?(b");
+}
