@@ -13,7 +13,7 @@
  */
 #include "export.h"
 
-#include <curl/curl.h>
+#include "curl_dl.h"
 #include <limits.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -63,13 +63,6 @@ struct nl_transport {
 
 /* What one attempt (or the retry loop) concluded. */
 enum outcome { OUT_OK, OUT_RETRY, OUT_GIVE_UP, OUT_REJECTED, OUT_ABORTED };
-
-static pthread_once_t curl_once = PTHREAD_ONCE_INIT;
-static CURLcode curl_init_rc;
-
-/* Never paired with curl_global_cleanup: the host process may use libcurl too,
- * and we cannot know when it is done with it. */
-static void curl_init_once(void) { curl_init_rc = curl_global_init(CURL_GLOBAL_DEFAULT); }
 
 static bool is_aborted(const _Atomic bool *abort) { return abort && atomic_load(abort); }
 
@@ -236,7 +229,7 @@ static long parse_retry_after(const char *value, size_t n)
 		long s = n > 6 ? RETRY_AFTER_MAX_S : atol(buf);
 		return (s > RETRY_AFTER_MAX_S ? RETRY_AFTER_MAX_S : s) * 1000;
 	}
-	time_t when = curl_getdate(buf, NULL);
+	time_t when = nl_curl.getdate(buf, NULL);
 	if (when == (time_t)-1)
 		return -1;
 	time_t now = time(NULL);
@@ -296,7 +289,7 @@ static bool append_header(struct curl_slist **list, const char *name, const char
 		snprintf(line, len, "%s: %s", name, value);
 	else
 		snprintf(line, len, "%s;", name);
-	struct curl_slist *l = curl_slist_append(*list, line);
+	struct curl_slist *l = nl_curl.slist_append(*list, line);
 	free(line);
 	if (!l)
 		return false;
@@ -334,14 +327,14 @@ static struct curl_slist *build_headers(const struct nl_transport_config *cfg, b
 	bool ok = append_header(&list, "Content-Type", "application/x-protobuf") &&
 		  (!gzip || append_header(&list, "Content-Encoding", "gzip"));
 	if (ok) {
-		struct curl_slist *l = curl_slist_append(list, "Expect:");
+		struct curl_slist *l = nl_curl.slist_append(list, "Expect:");
 		ok = l != NULL;
 		list = l ? l : list;
 	}
 	if (ok)
 		ok = append_user_headers(&list, cfg);
 	if (!ok) {
-		curl_slist_free_all(list);
+		nl_curl.slist_free_all(list);
 		return NULL;
 	}
 	return list;
@@ -354,7 +347,7 @@ static CURLcode configure_easy(struct nl_transport *t, const struct nl_transport
 	CURLcode rc = CURLE_OK;
 #define SET(opt, val) \
 	if (rc == CURLE_OK) \
-	rc = curl_easy_setopt(e, opt, val)
+	rc = nl_curl.easy_setopt(e, opt, val)
 	SET(CURLOPT_ERRORBUFFER, t->errbuf);
 	SET(CURLOPT_URL, cfg->url);
 	SET(CURLOPT_NOSIGNAL, 1L);
@@ -389,12 +382,8 @@ struct nl_transport *nl_transport_new(const struct nl_transport_config *cfg)
 		nl_warn_once("otlp.no_endpoint", "no OTLP endpoint configured: metrics are not exported");
 		return NULL;
 	}
-	pthread_once(&curl_once, curl_init_once);
-	if (curl_init_rc != CURLE_OK) {
-		nl_warn_once("otlp.curl_init", "libcurl initialisation failed (%s): metrics are not exported",
-			     curl_easy_strerror(curl_init_rc));
+	if (nl_curl_load() != 0)
 		return NULL;
-	}
 	struct nl_transport *t = calloc(1, sizeof *t);
 	if (!t)
 		goto oom;
@@ -403,8 +392,8 @@ struct nl_transport *nl_transport_new(const struct nl_transport_config *cfg)
 	t->rng = seed_random(t);
 	t->resp.retry_after_ms = -1;
 	t->endpoint = redact_url(cfg->url);
-	t->easy = curl_easy_init();
-	t->multi = curl_multi_init();
+	t->easy = nl_curl.easy_init();
+	t->multi = nl_curl.multi_init();
 	t->headers = build_headers(cfg, false);
 	if (cfg->gzip)
 		t->headers_gzip = build_headers(cfg, true);
@@ -413,7 +402,7 @@ struct nl_transport *nl_transport_new(const struct nl_transport_config *cfg)
 	CURLcode rc = configure_easy(t, cfg);
 	if (rc != CURLE_OK) {
 		nl_warn_once("otlp.setup", "cannot set up the OTLP exporter for %s: %s", t->endpoint,
-			     curl_easy_strerror(rc));
+			     nl_curl.easy_strerror(rc));
 		nl_transport_free(t);
 		return NULL;
 	}
@@ -429,11 +418,11 @@ void nl_transport_free(struct nl_transport *t)
 	if (!t)
 		return;
 	if (t->easy)
-		curl_easy_cleanup(t->easy);
+		nl_curl.easy_cleanup(t->easy);
 	if (t->multi)
-		curl_multi_cleanup(t->multi);  /* closes the kept-alive connection */
-	curl_slist_free_all(t->headers);
-	curl_slist_free_all(t->headers_gzip);
+		nl_curl.multi_cleanup(t->multi);  /* closes the kept-alive connection */
+	nl_curl.slist_free_all(t->headers);
+	nl_curl.slist_free_all(t->headers_gzip);
 	free(t->resp.data);
 	free(t->endpoint);
 	free(t);
@@ -488,11 +477,11 @@ static CURLcode set_body(struct nl_transport *t, const uint8_t *body, size_t len
 			nl_warn_once("otlp.gzip", "gzip compression failed: sending the export uncompressed");
 		}
 	}
-	CURLcode rc = curl_easy_setopt(t->easy, CURLOPT_HTTPHEADER, headers);
+	CURLcode rc = nl_curl.easy_setopt(t->easy, CURLOPT_HTTPHEADER, headers);
 	if (rc == CURLE_OK)
-		rc = curl_easy_setopt(t->easy, CURLOPT_POSTFIELDS, (const char *)data);
+		rc = nl_curl.easy_setopt(t->easy, CURLOPT_POSTFIELDS, (const char *)data);
 	if (rc == CURLE_OK)
-		rc = curl_easy_setopt(t->easy, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)len);
+		rc = nl_curl.easy_setopt(t->easy, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)len);
 	return rc;
 }
 
@@ -502,30 +491,30 @@ static CURLcode set_body(struct nl_transport *t, const uint8_t *body, size_t len
  * transfer's result; CURLE_ABORTED_BY_CALLBACK when aborted. */
 static CURLcode run_transfer(struct nl_transport *t)
 {
-	CURLMcode mc = curl_multi_add_handle(t->multi, t->easy);
+	CURLMcode mc = nl_curl.multi_add_handle(t->multi, t->easy);
 	if (mc != CURLM_OK) {
-		nl_warn_once("otlp.curlm", "libcurl: %s", curl_multi_strerror(mc));
+		nl_warn_once("otlp.curlm", "libcurl: %s", nl_curl.multi_strerror(mc));
 		return CURLE_FAILED_INIT;
 	}
 	CURLcode rc = CURLE_FAILED_INIT;
 	int running = 1;
 	while (running) {
-		mc = curl_multi_perform(t->multi, &running);
+		mc = nl_curl.multi_perform(t->multi, &running);
 		if (mc == CURLM_OK && running && is_aborted(t->abort))
 			rc = CURLE_ABORTED_BY_CALLBACK;
 		else if (mc == CURLM_OK && running)
-			mc = curl_multi_poll(t->multi, NULL, 0, SLICE_MS, NULL);
+			mc = nl_curl.multi_poll(t->multi, NULL, 0, SLICE_MS, NULL);
 		if (mc != CURLM_OK || rc == CURLE_ABORTED_BY_CALLBACK)
 			break;
 	}
 	if (mc != CURLM_OK)
-		nl_warn_once("otlp.curlm", "libcurl: %s", curl_multi_strerror(mc));
+		nl_warn_once("otlp.curlm", "libcurl: %s", nl_curl.multi_strerror(mc));
 	CURLMsg *msg;
 	int queued;
-	while (!running && (msg = curl_multi_info_read(t->multi, &queued)))
+	while (!running && (msg = nl_curl.multi_info_read(t->multi, &queued)))
 		if (msg->msg == CURLMSG_DONE && msg->easy_handle == t->easy)
 			rc = msg->data.result;
-	curl_multi_remove_handle(t->multi, t->easy);
+	nl_curl.multi_remove_handle(t->multi, t->easy);
 	return rc;
 }
 
@@ -558,7 +547,7 @@ static enum outcome transport_failure(struct nl_transport *t, CURLcode rc)
 		t->errbuf[--n] = '\0';
 	bool permanent = curl_error_permanent(rc);
 	nl_warn_once(key, "cannot send metrics to %s: %s (curl error %d)%s", t->endpoint,
-		     n ? t->errbuf : curl_easy_strerror(rc), (int)rc,
+		     n ? t->errbuf : nl_curl.easy_strerror(rc), (int)rc,
 		     permanent ? "; check the exporter configuration" : "; will retry");
 	return permanent ? OUT_GIVE_UP : OUT_RETRY;
 }
@@ -636,8 +625,8 @@ static enum outcome attempt(struct nl_transport *t, uint64_t deadline_ns)
 	long budget_ms = (long)((deadline_ns - now + NS_PER_MS - 1) / NS_PER_MS);
 	if (budget_ms < 1)
 		budget_ms = 1;
-	curl_easy_setopt(t->easy, CURLOPT_TIMEOUT_MS, budget_ms);
-	curl_easy_setopt(t->easy, CURLOPT_CONNECTTIMEOUT_MS, budget_ms);
+	nl_curl.easy_setopt(t->easy, CURLOPT_TIMEOUT_MS, budget_ms);
+	nl_curl.easy_setopt(t->easy, CURLOPT_CONNECTTIMEOUT_MS, budget_ms);
 	t->resp.len = 0;
 	t->resp.retry_after_ms = -1;
 	t->errbuf[0] = '\0';
@@ -648,7 +637,7 @@ static enum outcome attempt(struct nl_transport *t, uint64_t deadline_ns)
 	if (rc != CURLE_OK)
 		return transport_failure(t, rc);
 	long status = 0;
-	curl_easy_getinfo(t->easy, CURLINFO_RESPONSE_CODE, &status);
+	nl_curl.easy_getinfo(t->easy, CURLINFO_RESPONSE_CODE, &status);
 	return http_status(t, status);
 }
 
@@ -746,7 +735,7 @@ enum nl_send_result nl_transport_send(struct nl_transport *t, const uint8_t *bod
 	CURLcode rc = set_body(t, body, len, &owned);
 	if (rc != CURLE_OK) {
 		nl_warn_once("otlp.setup", "cannot set up the OTLP exporter for %s: %s", t->endpoint,
-			     curl_easy_strerror(rc));
+			     nl_curl.easy_strerror(rc));
 		free(owned);
 		return NL_SEND_RETRYABLE_FAILED;
 	}
@@ -754,8 +743,8 @@ enum nl_send_result nl_transport_send(struct nl_transport *t, const uint8_t *bod
 	enum outcome out = send_with_retries(t, deadline_ns, retry_until_ns);
 	t->abort = NULL;
 	/* curl keeps only a pointer to the body: forget it before freeing it. */
-	curl_easy_setopt(t->easy, CURLOPT_POSTFIELDS, (const char *)"");
-	curl_easy_setopt(t->easy, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)0);
+	nl_curl.easy_setopt(t->easy, CURLOPT_POSTFIELDS, (const char *)"");
+	nl_curl.easy_setopt(t->easy, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)0);
 	free(owned);
 	return to_result(out);
 }

@@ -60,19 +60,24 @@ int nl_dest_count(void) { return n_names; }
 
 void nl_dest_reset(void)
 {
-	for (int i = 0; i < n_rules; i++)
+	/* Only what was used is cleared: the tables are large, and touching them
+	 * in every process would cost page faults and resident memory. */
+	for (int i = 0; i < n_rules; i++) {
 		free(rules[i].path);
-	for (int i = 1; i <= n_names; i++)
+		memset(&rules[i], 0, sizeof rules[i]);
+	}
+	for (int i = 1; i <= n_names; i++) {
 		free(names[i]);
-	for (int i = 0; i < n_hosts; i++)
+		names[i] = NULL;
+	}
+	for (int i = 0; i < n_hosts; i++) {
 		free(hosts[i]);
-	memset(rules, 0, sizeof rules);
-	memset(names, 0, sizeof names);
-	memset(hosts, 0, sizeof hosts);
+		hosts[i] = NULL;
+	}
 	n_rules = n_names = n_hosts = 0;
-	for (int i = 0; i < RESOLVED_SLOTS; i++)
+	unsigned used = atomic_exchange(&resolved_next, 0);
+	for (unsigned i = 0; i < used && i < RESOLVED_SLOTS; i++)
 		atomic_store(&resolved[i].seq, 0);
-	atomic_store(&resolved_next, 0);
 }
 
 static int dest_index(const char *name, size_t len)

@@ -16,12 +16,12 @@ export DEBIAN_FRONTEND=noninteractive
 
 # Debian 12 packages: build, unit tests, integration targets.
 PKGS=(
-  build-essential cmake pkg-config clang
+  build-essential cmake pkg-config clang libclang-rt-14-dev
   libunwind-dev libprotobuf-c-dev protobuf-c-compiler
   libcurl4-openssl-dev libcriterion-dev zlib1g-dev
-  curl python3-aiohttp python3-uvicorn python3-fastapi python3-protobuf
-  python3-httpx python3-requests
-  nginx-light wrk golang-go musl-tools
+  curl openssl python3-aiohttp python3-uvicorn python3-fastapi python3-protobuf
+  nginx-light wrk golang-go
+  libpython3.11-testsuite libglib2.0-tests
 )
 
 missing=()

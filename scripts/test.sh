@@ -1,23 +1,62 @@
 #!/usr/bin/env bash
-# The test command: installs what is missing, builds with gcc and clang, and
-# runs every test (Criterion unit tests and integration tests under the real
-# .so) through ctest. Exit status is ctest's.
-set -euo pipefail
+# The test command: installs what is missing, then builds and runs every test.
+#
+#   1. gcc build: Criterion unit tests and all integration tests (real programs
+#      under the real .so, checked against collectors and VictoriaMetrics);
+#   2. clang build: must compile warning-free (-Werror);
+#   3. ASan+UBSan and TSan builds of the .so: the integration tests again
+#      (other projects' suites excepted, for time);
+#   4. libFuzzer targets for every parser, each for a bounded time.
+# Exits non-zero if any step fails; every runner's summary is printed.
+set -uo pipefail
 cd "$(dirname "$0")/.."
 
-bash scripts/setup-deps.sh
-
+bash scripts/setup-deps.sh || exit 1
 jobs=$(nproc 2>/dev/null || echo 2)
+failed=()
 
-# clang must also compile everything warning-free (-Werror); tests run on the gcc build.
-echo "== build (clang, -Wall -Wextra -Werror)"
-cmake -S . -B build-clang -DCMAKE_C_COMPILER=clang -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
-cmake --build build-clang -j"$jobs" >/dev/null
+build() {   # build DIR [cmake args...]
+	local dir=$1
+	shift
+	echo "== build $dir $*"
+	cmake -S . -B "$dir" "$@" >"$dir.configure.log" 2>&1 || { cat "$dir.configure.log"; return 1; }
+	cmake --build "$dir" -j"$jobs" >"$dir.build.log" 2>&1 || { tail -50 "$dir.build.log"; return 1; }
+}
 
-echo "== build (gcc, -Wall -Wextra -Werror)"
-cmake -S . -B build -DCMAKE_C_COMPILER=gcc -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
-cmake --build build -j"$jobs" >/dev/null
+run() {   # run NAME COMMAND...: runs a step, remembers a failure
+	local name=$1
+	shift
+	echo
+	echo "== $name"
+	"$@" || failed+=("$name")
+}
 
-echo "== tests"
-cd build
-ctest --output-on-failure --timeout 300 "$@"
+mkdir -p build
+build build -DCMAKE_C_COMPILER=gcc -DCMAKE_BUILD_TYPE=RelWithDebInfo || exit 1
+run "tests (gcc build)" ctest --test-dir build --output-on-failure
+
+build build-clang -DCMAKE_C_COMPILER=clang -DCMAKE_BUILD_TYPE=RelWithDebInfo || failed+=("clang build")
+
+if build build-asan -DCMAKE_C_COMPILER=gcc -DCMAKE_BUILD_TYPE=Debug -DNEMOLENS_SANITIZE=address,undefined; then
+	run "integration tests (ASan+UBSan build)" ctest --test-dir build-asan --output-on-failure -L integration -LE real
+else
+	failed+=("asan build")
+fi
+if build build-tsan -DCMAKE_C_COMPILER=gcc -DCMAKE_BUILD_TYPE=Debug -DNEMOLENS_SANITIZE=thread; then
+	run "integration tests (TSan build)" ctest --test-dir build-tsan --output-on-failure -L integration -LE real
+else
+	failed+=("tsan build")
+fi
+if build build-fuzz -DCMAKE_C_COMPILER=clang -DCMAKE_BUILD_TYPE=Debug -DNEMOLENS_SANITIZE=address,undefined \
+	-DNEMOLENS_FUZZ=ON -DNEMOLENS_FUZZ_SECONDS="${NEMOLENS_FUZZ_SECONDS:-20}"; then
+	run "fuzz targets" ctest --test-dir build-fuzz --output-on-failure -L fuzz
+else
+	failed+=("fuzz build")
+fi
+
+echo
+if ((${#failed[@]})); then
+	echo "FAILED: ${failed[*]}"
+	exit 1
+fi
+echo "all test steps passed"

@@ -14,11 +14,11 @@ PYTHON = "/usr/bin/python3"
 class AcceptingListener:
     """A TCP listener on 127.0.0.1 that accepts and closes every connection."""
 
-    def __init__(self):
+    def __init__(self, backlog=128):
         self.sock = socket.socket()
         self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         self.sock.bind(("127.0.0.1", 0))
-        self.sock.listen(128)
+        self.sock.listen(backlog)
         self.port = self.sock.getsockname()[1]
         self.accepted = 0
         self.thread = threading.Thread(target=self._run, daemon=True)
