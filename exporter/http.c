@@ -548,7 +548,7 @@ static enum outcome transport_failure(struct nl_transport *t, CURLcode rc)
 	bool permanent = curl_error_permanent(rc);
 	nl_warn_once(key, "cannot send metrics to %s: %s (curl error %d)%s", t->endpoint,
 		     n ? t->errbuf : nl_curl.easy_strerror(rc), (int)rc,
-		     permanent ? "; check the exporter configuration" : "; will retry");
+		     permanent ? "; check the exporter configuration" : "; metrics are kept and sent again later");
 	return permanent ? OUT_GIVE_UP : OUT_RETRY;
 }
 
@@ -607,7 +607,7 @@ static enum outcome http_status(struct nl_transport *t, long status)
 	snprintf(key, sizeof key, "otlp.http.%ld", status);
 	error_summary(&t->resp, why, sizeof why);
 	if (status_retryable(status)) {
-		nl_warn_once(key, "%s answered HTTP %ld%s%s; will retry", t->endpoint, status,
+		nl_warn_once(key, "%s answered HTTP %ld%s%s; metrics are kept and sent again later", t->endpoint, status,
 			     *why ? ": " : "", why);
 		return OUT_RETRY;
 	}

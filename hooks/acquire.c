@@ -1,6 +1,7 @@
 #include "acquire.h"
 
 #include <errno.h>
+#include <sys/stat.h>
 
 #include "clock.h"
 #include "connmetrics.h"
@@ -8,14 +9,28 @@
 #include "real.h"
 #include "runtime.h"
 
+static uint64_t inode_of(int fd)
+{
+	struct stat st;
+	return fstat(fd, &st) == 0 && S_ISSOCK(st.st_mode) ? (uint64_t)st.st_ino : 0;
+}
+
+/* Ends the pending acquisition of fd, once. If the fd number now names
+ * something else (the socket was closed behind libc's back and the number
+ * reused), the acquisition is dropped, not recorded. */
 static void settle(int fd, enum nl_queue_outcome outcome)
 {
 	struct nl_fd *e = nl_fd_lookup(fd);
 	if (!e)
 		return;
 	uint32_t expected = NL_FD_CONNECTING;
-	if (atomic_compare_exchange_strong(&e->state, &expected, NL_FD_SOCKET))
-		nl_conn_wait(e->dest, outcome, nl_monotonic_ns() - e->start_ns);
+	if (!atomic_compare_exchange_strong(&e->state, &expected, NL_FD_SOCKET))
+		return;
+	if (inode_of(fd) != e->inode) {
+		atomic_store(&e->state, NL_FD_UNTRACKED);
+		return;
+	}
+	nl_conn_wait(e->dest, outcome, nl_monotonic_ns() - e->start_ns);
 }
 
 /* Whether a socket whose connect is pending has connected by now. */
@@ -80,6 +95,7 @@ void nl_acq_connected(int fd, int what, unsigned long long t0_ns, int result, in
 		return;
 	e->dest = what;
 	e->start_ns = t0_ns;
+	e->inode = inode_of(fd);
 	atomic_store_explicit(&e->state, NL_FD_CONNECTING, memory_order_release);
 }
 

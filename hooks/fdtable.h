@@ -27,6 +27,8 @@ struct nl_fd {
 	_Atomic uint32_t state;
 	int32_t dest;           /* destination index while connecting */
 	uint64_t start_ns;      /* CLOCK_MONOTONIC at entry to connect() */
+	uint64_t inode;         /* the socket's inode while connecting: a number
+				   reused behind our back is not the same socket */
 };
 
 #define NL_FD_CHUNK_BITS 12

@@ -1,0 +1,117 @@
+/* Unusual file descriptor use; prints what it saw so a test can compare runs
+ * with and without the shim.
+ *
+ *   odd_fds reuse FULL_PORT  a connect that stays pending is closed behind libc's
+ *                            back (raw close system call); the number is reused by
+ *                            a file, which is then read and closed
+ *   odd_fds high OK_PORT     a socket moved to fd 5000 (dup2) connects there
+ *   odd_fds bad OK_PORT      calls on invalid fds and arguments: prints every
+ *                            return value and errno
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+static struct sockaddr_in target;
+
+#define SHOW(expr)                                                          \
+	do {                                                                \
+		errno = 0;                                                  \
+		long r_ = (long)(expr);                                     \
+		printf("%-60s = %ld errno %d\n", #expr, r_, r_ < 0 ? errno : 0); \
+	} while (0)
+
+static int reuse(void)
+{
+	int fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0);
+	if (connect(fd, (struct sockaddr *)&target, sizeof target) == 0 || errno != EINPROGRESS)
+		return 2;
+	syscall(SYS_close, fd);   /* unseen by any LD_PRELOAD library */
+	int f = open("/dev/zero", O_RDONLY);
+	char buf[16];
+	ssize_t n = read(f, buf, sizeof buf);
+	close(f);
+	printf("reused %d read %zd\n", f == fd, n);
+	return 0;
+}
+
+static int high(void)
+{
+	int s = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0);
+	int fd = dup2(s, 5000);
+	close(s);
+	if (fd != 5000 || (connect(fd, (struct sockaddr *)&target, sizeof target) != 0 && errno != EINPROGRESS))
+		return 2;
+	struct pollfd p = { .fd = fd, .events = POLLOUT };
+	poll(&p, 1, 5000);
+	int err = -1;
+	socklen_t len = sizeof err;
+	getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len);
+	close(fd);
+	printf("high fd %d so_error %d\n", fd, err);
+	return 0;
+}
+
+static int bad(void)
+{
+	char buf[8] = { 0 };
+	struct iovec iov = { buf, sizeof buf };
+	int v;
+	socklen_t len = sizeof v;
+	SHOW(connect(-1, (struct sockaddr *)&target, sizeof target));
+	SHOW(connect(987654, (struct sockaddr *)&target, sizeof target));
+	SHOW(connect(0, (struct sockaddr *)&target, sizeof target));
+	SHOW(connect(3, NULL, 0));
+	SHOW(close(-1));
+	SHOW(close(987654));
+	SHOW(read(-1, buf, 1));
+	SHOW(read(2000000, buf, 1));
+	SHOW(write(-7, buf, 1));
+	SHOW(readv(-1, &iov, 1));
+	SHOW(send(-1, buf, 1, 0));
+	SHOW(recv(-1, buf, 1, 0));
+	SHOW(getsockopt(-1, SOL_SOCKET, SO_ERROR, &v, &len));
+	SHOW(getsockopt(0, SOL_SOCKET, SO_ERROR, &v, &len));
+	SHOW(getsockopt(3, SOL_SOCKET, SO_ERROR, NULL, NULL));
+	SHOW(dup(-1));
+	SHOW(dup2(-1, 3));
+	SHOW(dup2(1, -1));
+	SHOW(dup3(1, 1, 0));
+	SHOW(fcntl(-1, F_DUPFD, 0));
+	SHOW(fcntl(1, F_GETFD));
+	SHOW(socket(AF_INET, 12345, 0));
+	SHOW(socket(-1, SOCK_STREAM, 0));
+	SHOW(accept(-1, NULL, NULL));
+	SHOW(close_range(5, 2, 0));
+	int s = socket(AF_INET, SOCK_DGRAM, 0);
+	struct sockaddr unspec = { .sa_family = AF_UNSPEC };
+	SHOW(connect(s, &unspec, sizeof unspec));
+	SHOW(connect(s, (struct sockaddr *)&target, 2));
+	SHOW(close(s));
+	SHOW(close(s));
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	if (argc != 3)
+		return 2;
+	target.sin_family = AF_INET;
+	target.sin_port = htons((unsigned short)atoi(argv[2]));
+	target.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	if (strcmp(argv[1], "reuse") == 0)
+		return reuse();
+	if (strcmp(argv[1], "high") == 0)
+		return high();
+	if (strcmp(argv[1], "bad") == 0)
+		return bad();
+	return 2;
+}
