@@ -22,6 +22,7 @@
 #include "export.h"
 #include "fdtable.h"
 #include "log.h"
+#include "memsampler.h"
 #include "real.h"
 #include "registry.h"
 #include "resource.h"
@@ -160,16 +161,16 @@ static void *exporter_main(void *arg)
 	sigfillset(&all);
 	pthread_sigmask(SIG_BLOCK, &all, NULL);
 
+	uint64_t interval_ns = (uint64_t)cfg.export_interval_ms * 1000000u;
+	uint64_t sample_ns = (uint64_t)cfg.memory_interval_ms * 1000000u;
+	bool sampling = nl_memsampler_active();
+	uint64_t next_export = nl_monotonic_ns() + interval_ns;
+	uint64_t next_sample = nl_monotonic_ns();
+
 	pthread_mutex_lock(&lock);
 	while (!stopping) {
-		struct timespec ts;
-		clock_gettime(CLOCK_MONOTONIC, &ts);
-		ts.tv_sec += cfg.export_interval_ms / 1000;
-		ts.tv_nsec += (cfg.export_interval_ms % 1000) * 1000000L;
-		if (ts.tv_nsec >= 1000000000L) {
-			ts.tv_sec++;
-			ts.tv_nsec -= 1000000000L;
-		}
+		uint64_t due = sampling && next_sample < next_export ? next_sample : next_export;
+		struct timespec ts = { .tv_sec = (time_t)(due / 1000000000u), .tv_nsec = (long)(due % 1000000000u) };
 		int rc = 0;
 		while (!stopping && rc != ETIMEDOUT)
 			rc = pthread_cond_timedwait(&wake, &lock, &ts);
@@ -177,7 +178,17 @@ static void *exporter_main(void *arg)
 			break;
 		pthread_mutex_unlock(&lock);
 		uint64_t now = nl_monotonic_ns();
-		export_once(export_deadline(), now + (uint64_t)cfg.export_interval_ms * 1000000u);
+		if (sampling && now >= next_sample) {
+			nl_memsampler_sample();
+			/* Fixed steps, but never a burst to catch up after a stall. */
+			next_sample += sample_ns;
+			if (next_sample <= now)
+				next_sample = now + sample_ns;
+		}
+		if (now >= next_export) {
+			export_once(export_deadline(), now + interval_ns);
+			next_export = nl_monotonic_ns() + interval_ns;
+		}
 		pthread_mutex_lock(&lock);
 	}
 	thread_running = false;
@@ -264,6 +275,7 @@ static void flush_at_exit(void)
 	/* A thread that would not stop still owns its transport: use a new one. */
 	if (!joinable)
 		transport = NULL;
+	nl_memsampler_shutdown();
 	/* One attempt: retrying a collector that is down would only delay the exit. */
 	if (cfg.exporter != NL_EXPORTER_NONE)
 		export_once(deadline, 0);
@@ -303,6 +315,7 @@ static void atfork_child(void)
 	atomic_store(&flushed_at_exit, false);
 	transport = NULL;
 	nl_fd_atfork_child();
+	nl_memsampler_atfork_child();
 	start_unix_ns = nl_realtime_ns();
 	nl_resource_build(&resource, &cfg);
 }
@@ -330,8 +343,13 @@ __attribute__((constructor)) static void nl_load(void)
 	nl_dest_configure(cfg.destinations);
 	nl_connmetrics_init();
 	nl_resource_build(&resource, &cfg);
+	nl_memsampler_init(&cfg);
 	pthread_atfork(atfork_prepare, atfork_parent, atfork_child);
 	atomic_store(&nl_recording, true);
+	/* Memory profiling is an explicit opt-in and has to run without any
+	 * connection to kick it: start the thread now. */
+	if (nl_memsampler_active())
+		nl_runtime_kick();
 	errno = saved;
 }
 
