@@ -38,7 +38,7 @@ run "tests (gcc build)" ctest --test-dir build --output-on-failure
 build build-clang -DCMAKE_C_COMPILER=clang -DCMAKE_BUILD_TYPE=RelWithDebInfo || failed+=("clang build")
 
 if build build-asan -DCMAKE_C_COMPILER=gcc -DCMAKE_BUILD_TYPE=Debug -DNEMOLENS_SANITIZE=address,undefined; then
-	run "integration tests (ASan+UBSan build)" ctest --test-dir build-asan --output-on-failure -L integration -LE real
+	run "unit and integration tests (ASan+UBSan build)" ctest --test-dir build-asan --output-on-failure -L "unit|integration" -LE real
 else
 	failed+=("asan build")
 fi

@@ -111,6 +111,9 @@ class Victoria_(unittest.TestCase):
         cls.vm.stop()
 
 
+# Debian's curl 7.88 hangs in setlocale() at start-up when a sanitizer runtime is
+# preloaded, with or without the shim: nothing to learn about the shim there.
+@unittest.skipIf(os.environ.get("NL_SANITIZER_RUNTIME"), "curl hangs under a preloaded sanitizer runtime alone")
 class CurlToVictoria(Victoria_):
     @classmethod
     def setUpClass(cls):
