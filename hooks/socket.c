@@ -4,6 +4,7 @@
  *   socket, accept, accept4  the new fd starts fresh (tracked stream socket,
  *                            or ignored), whatever its number carried before
  *   socketpair               both fds start fresh, not counted
+ *   socket, socketpair       from the shim's own threads: close-on-exec
  *   connect                  counts the attempt, may start a pending acquisition
  *   getsockopt(SO_ERROR)     may settle a pending acquisition
  *   close, close_range, closefrom, dup2, dup3 (over a tracked fd)
@@ -44,6 +45,9 @@ static void fresh_socket(int fd, int domain, int type)
 
 NL_EXPORT int socket(int domain, int type, int protocol)
 {
+	/* The shim's own sockets (libcurl's) must not leak into an exec'd image. */
+	if (nl_hooks_bypass)
+		type |= SOCK_CLOEXEC;
 	int fd = NL_REAL(socket)(domain, type, protocol);
 	if (fd >= 0) {
 		int saved = errno;
@@ -55,6 +59,8 @@ NL_EXPORT int socket(int domain, int type, int protocol)
 
 NL_EXPORT int socketpair(int domain, int type, int protocol, int sv[2])
 {
+	if (nl_hooks_bypass)
+		type |= SOCK_CLOEXEC;
 	int r = NL_REAL(socketpair)(domain, type, protocol, sv);
 	if (r == 0) {
 		nl_fd_forget(sv[0]);

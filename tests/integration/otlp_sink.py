@@ -17,7 +17,7 @@ class Sink:
     def __init__(self):
         self.requests = []        # decoded ExportMetricsServiceRequest, in arrival order
         self.raw = []             # (headers, body) as received
-        self.script = []          # list of (status, headers dict, body bytes) answered first
+        self.script = []          # list of (status, headers dict, body bytes[, delay s]) answered first
         self.arrivals = []        # time.monotonic() of every request
         self.lock = threading.Lock()
         sink = self
@@ -43,7 +43,9 @@ class Sink:
                     answer = sink.script.pop(0) if sink.script else (200, {}, b"")
                     if answer[0] == 200:
                         sink.requests.append(req)
-                status, extra, out = answer
+                status, extra, out = answer[:3]
+                if len(answer) > 3:
+                    time.sleep(answer[3])
                 self.send_response(status)
                 for k, v in extra.items():
                     self.send_header(k, v)

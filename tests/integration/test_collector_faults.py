@@ -83,6 +83,17 @@ class CollectorFaults(unittest.TestCase):
         self.assertEqual(self.final_total(), n)
         self.assertLessEqual(len(warnings), 2, warnings)
 
+    def test_slow_collector_does_not_slow_the_program(self):
+        # Every answer takes 1.5 s: exports overlap the program's whole life.
+        self.sink.script[:] = [(200, {}, b"", 1.5)] * 20
+        n, warnings, elapsed = self.steady(self.sink.url, interval_ms=10, duration_ms=1000, export_ms=100)
+        # The exit flush gives up on the slow answer, and says so once.
+        self.assertLessEqual(len(warnings), 1, warnings)
+        self.assertTrue(all("timed out" in w for w in warnings), warnings)
+        self.assertGreater(n, 50, "the program's own loop was slowed down")
+        # exit waits for at most the exit flush deadline (500 ms) beyond the program's 1 s
+        self.assertLess(elapsed, 1.0 + 0.5 + 0.5)
+
     def test_200_with_garbage_body_is_success(self):
         self.sink.script[:] = [(200, {"Content-Type": "application/x-protobuf"}, b"\xff\x00garbage\x13")] * 1000
         n, warnings, _ = self.steady(self.sink.url, duration_ms=300)

@@ -65,6 +65,17 @@ class Processes(unittest.TestCase):
         self.assertGreater(ticks, 0)
         self.assertEqual(list(self.totals().values()), [main + handler])
 
+    def test_exec_inherits_no_fd_of_the_shim(self):
+        # Exports (and the collector connection) happen before the exec.
+        env = harness.shim_env(OTEL_EXPORTER_OTLP_METRICS_ENDPOINT=self.sink.url, OTEL_METRIC_EXPORT_INTERVAL=50)
+        args = [PROG, "exec", str(self.listener.port), "400"]
+        shim = harness.run(args, env)
+        base_env = dict(os.environ)
+        base_env.pop("LD_PRELOAD", None)
+        base = harness.run(args, base_env)
+        self.assertGreaterEqual(len(self.sink.raw), 2, "no export happened before the exec")
+        self.assertEqual((shim.returncode, shim.stdout), (base.returncode, base.stdout))
+
 
 if __name__ == "__main__":
     unittest.main(verbosity=2)

@@ -7,6 +7,9 @@
  *   proc_tree threads PORT N  16 threads, N connects each, all at once
  *   proc_tree signals PORT N  N connects in the main loop while a timer signal's
  *                             handler does socket/connect/close on every tick
+ *   proc_tree exec PORT MS    one connect, MS ms of sleep (exports happen meanwhile),
+ *                             then exec of `ls -l /proc/self/fd`: shows which fds
+ *                             the new image inherits
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -133,6 +136,15 @@ static int run_signals(int n)
 	return 0;
 }
 
+static int run_exec(int ms)
+{
+	connect_once();
+	usleep((useconds_t)ms * 1000);
+	fflush(stdout);
+	execl("/bin/ls", "ls", "/proc/self/fd", (char *)NULL);
+	return 127;
+}
+
 int main(int argc, char **argv)
 {
 	if (argc != 4)
@@ -147,5 +159,7 @@ int main(int argc, char **argv)
 		return run_threads(n);
 	if (strcmp(argv[1], "signals") == 0)
 		return run_signals(n);
+	if (strcmp(argv[1], "exec") == 0)
+		return run_exec(n);
 	return 2;
 }
