@@ -306,7 +306,7 @@ struct nl_snapshot *nl_snapshot_take(bool delta_counters, bool delta_histograms,
 
 	for (size_t idx = 0; idx < n_inst; idx++) {
 		struct nl_instrument *inst = order[idx];
-		size_t n = count_series(inst);
+		size_t n = inst ? count_series(inst) : 0;
 		if (n == 0)
 			continue;
 		struct nl_metric *m = &snap->metrics[snap->n_metrics];
