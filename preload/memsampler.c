@@ -1,8 +1,854 @@
-/* Placeholder until the sampler lands: memory profiling reports nothing. */
+/* Memory of server process trees and of the host, sampled from /proc.
+ *
+ * Roles, decided once in the constructor (memory profiling on only):
+ *  - outermost: no live shim ancestor, i.e. NEMOLENS_OUTERMOST_PID is unset
+ *    or names a process that is not an ancestor any more. It reports host
+ *    memory and gym.servers.active, and passes its pid down.
+ *  - server root: no inherited NEMOLENS_PARENT_SERVER_NAME (no shim
+ *    ancestor), or a declared server name (NEMOLENS_SERVER_NAME,
+ *    OTEL_SERVICE_NAME, service.name) that differs from the inherited one. A
+ *    name that only comes from the program name never starts a new tree, so
+ *    a server's helpers (sh, python -c ...) stay part of it. It passes its
+ *    name down and reports its tree.
+ *  - anything else samples nothing.
+ *
+ * Each sample (background thread only) scans /proc/<pid>/stat of every
+ * process to get (pid, ppid, start time), then walks the descendants of this
+ * process. A descendant is the root of another server when its environment
+ * (/proc/<pid>/environ, as it was at exec) says so by the same rules and the
+ * shim is really mapped in it (/proc/<pid>/maps: a static binary inherits
+ * LD_PRELOAD but never loads it). The tree stops there. /proc/<pid>/environ
+ * shows the environment of the last exec, not later setenv calls: a fork
+ * that has not exec'd (same environment block address, stat fields 50-51,
+ * as its parent) therefore takes its parent's role without looking at it,
+ * as nl_memsampler_atfork_child does in the child itself. Processes are
+ * identified by (pid, start time): a member is opened as a /proc/<pid>
+ * directory, its start time checked again through that directory, and every
+ * other file read relative to it, so a pid reused in between never mixes two
+ * processes; a process that vanishes mid-read is left out of that sample.
+ *
+ * RSS: statm resident pages x page size (status VmRSS as a fallback), every
+ * sample. PSS: smaps_rollup, which walks the target's page tables under its
+ * mmap lock, so it runs under a CPU budget (NEMOLENS_PSS_BUDGET_PERCENT of
+ * one core, default 1): a process whose last read cost c is read again only
+ * after c / budget has passed (never more often than every sample), and when
+ * the wanted reads of all processes together would exceed the budget, every
+ * process's period is stretched by the same factor. Between reads the last
+ * value of that (pid, start time) is reused. When any member has no PSS
+ * value (not readable, no smaps_rollup on this kernel, budget 0), the tree's
+ * PSS gauge is left out of that sample. Zombies count for nothing.
+ *
+ * Costs not under the budget: the /proc scan (one stat read per process on
+ * the host) and, per member, stat + statm; per descendant that exec'd, its
+ * environ (and its maps when the environment says it is another root).
+ */
 #include "memsampler.h"
 
-void nl_memsampler_init(const struct nl_config *cfg) { (void)cfg; }
-bool nl_memsampler_active(void) { return false; }
-void nl_memsampler_sample(void) {}
-void nl_memsampler_shutdown(void) {}
-void nl_memsampler_atfork_child(void) {}
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <math.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "clock.h"
+#include "log.h"
+#include "procfs.h"
+#include "real.h"
+#include "registry.h"
+
+#define ENV_PARENT_NAME "NEMOLENS_PARENT_SERVER_NAME"
+#define ENV_OUTERMOST "NEMOLENS_OUTERMOST_PID"
+#define ENV_BUDGET "NEMOLENS_PSS_BUDGET_PERCENT"
+
+#define MAX_PROCS 131072                /* processes scanned per sample */
+#define ENVIRON_MAX (1u << 20)          /* bytes of a descendant's environ read */
+#define MAX_ANCESTORS 4096
+
+enum { MEM_RSS, MEM_PSS };
+
+/* One process of the /proc scan. */
+struct proc {
+	int pid;
+	int ppid;
+	uint64_t start;
+	uint64_t env_start, env_end;
+	char state;
+	bool visited;
+};
+
+/* The last PSS read of one process. */
+struct pss_entry {
+	int pid;
+	uint64_t start;
+	uint64_t pss;                   /* bytes */
+	bool has_pss;
+	uint64_t cost_ns;               /* of the last successful read */
+	uint64_t last_ns;               /* monotonic time of the last read attempt */
+};
+
+/* A process of this tree, for this sample. */
+struct member {
+	int pid;
+	uint64_t start;
+};
+
+static bool is_root;
+static bool is_outermost;
+static bool active;
+static int my_pid;
+static uint64_t my_start;
+static uint64_t my_env_start, my_env_end;
+static uint64_t page_size = 4096;
+static uint64_t interval_ns;
+static double pss_budget = 0.01;        /* fraction of one core; 0 = no PSS */
+static bool have_rollup = true;
+
+static struct nl_series *s_usage[2], *s_peak[2], *s_procs;
+static struct nl_series *s_host_usage, *s_host_avail, *s_host_total, *s_host_peak, *s_servers;
+static int64_t peak[2] = { -1, -1 }, host_peak = -1;
+
+static pthread_mutex_t servers_lock = PTHREAD_MUTEX_INITIALIZER;
+static bool shut_down;                  /* under servers_lock */
+
+/* Background-thread state, grown as needed. */
+static struct proc *procs;
+static size_t n_procs, cap_procs;
+static struct member *members;
+static size_t cap_members;
+struct frame {
+	int pid;
+	uint64_t start;
+	uint64_t env_start, env_end;
+	bool in_tree;
+};
+static struct frame *stack;
+static size_t cap_stack;
+static struct pss_entry *cache, *next_cache;
+static size_t n_cache, cap_cache, cap_next;
+static char *envbuf;
+static size_t envcap;
+
+/* ---- reading /proc ------------------------------------------------------- */
+
+/* Reads name (relative to dirfd) into buf; returns its length, or -errno.
+ * Content past cap is cut off (the parsers reject what that breaks). */
+static ssize_t read_at(int dirfd, const char *name, char *buf, size_t cap)
+{
+	int fd = openat(dirfd, name, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	size_t n = 0;
+	while (n < cap) {
+		ssize_t r = NL_REAL(read)(fd, buf + n, cap - n);
+		if (r < 0) {
+			if (errno == EINTR)
+				continue;
+			int e = errno;
+			NL_REAL(close)(fd);
+			return -e;
+		}
+		if (r == 0)
+			break;
+		n += (size_t)r;
+	}
+	NL_REAL(close)(fd);
+	return (ssize_t)n;
+}
+
+/* Reads a whole file of unknown size into the growable envbuf (at most
+ * ENVIRON_MAX bytes); returns its length or -errno. */
+static ssize_t read_big_at(int dirfd, const char *name, bool *cut)
+{
+	*cut = false;
+	int fd = openat(dirfd, name, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	size_t n = 0;
+	for (;;) {
+		if (n == envcap) {
+			if (envcap >= ENVIRON_MAX) {
+				*cut = true;
+				break;
+			}
+			size_t cap = envcap ? envcap * 2 : 16384;
+			char *b = realloc(envbuf, cap);
+			if (!b) {
+				*cut = true;
+				break;
+			}
+			envbuf = b;
+			envcap = cap;
+		}
+		ssize_t r = NL_REAL(read)(fd, envbuf + n, envcap - n);
+		if (r < 0) {
+			if (errno == EINTR)
+				continue;
+			int e = errno;
+			NL_REAL(close)(fd);
+			return -e;
+		}
+		if (r == 0)
+			break;
+		n += (size_t)r;
+	}
+	NL_REAL(close)(fd);
+	return (ssize_t)n;
+}
+
+static int open_pid_dir(int pid)
+{
+	char path[32];
+	snprintf(path, sizeof path, "/proc/%d", pid);
+	return open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+}
+
+/* stat of the process behind dirfd; 0, or -1 (vanished or malformed). */
+static int read_stat_at(int dirfd, const char *name, struct nl_proc_stat *st)
+{
+	char buf[2048];
+	ssize_t n = read_at(dirfd, name, buf, sizeof buf);
+	if (n < 0)
+		return -1;   /* gone: nothing to say */
+	if (nl_parse_stat(buf, (size_t)n, st) != 0) {
+		if (n > 0)
+			nl_warn_once("proc.stat", "memory sampler: unexpected content in /proc/<pid>/stat; process skipped");
+		return -1;
+	}
+	return 0;
+}
+
+static int stat_of(int pid, struct nl_proc_stat *st)
+{
+	char name[32];
+	snprintf(name, sizeof name, "/proc/%d/stat", pid);
+	return read_stat_at(AT_FDCWD, name, st);
+}
+
+static uint64_t thread_cpu_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* ---- roles --------------------------------------------------------------- */
+
+/* Whether pid is an ancestor of this process (walking ppid from the parent). */
+static bool is_ancestor(int pid)
+{
+	int p = getppid();
+	for (int steps = 0; p > 0 && steps < MAX_ANCESTORS; steps++) {
+		if (p == pid)
+			return true;
+		if (p == 1)
+			break;
+		struct nl_proc_stat st;
+		if (stat_of(p, &st) != 0)
+			break;
+		p = st.ppid;
+	}
+	return false;
+}
+
+static const char *env_nonempty(const char *name)
+{
+	const char *v = getenv(name);
+	return v && *v ? v : NULL;
+}
+
+static void read_budget(void)
+{
+	const char *v = env_nonempty(ENV_BUDGET);
+	if (!v)
+		return;
+	char *end;
+	errno = 0;
+	double d = strtod(v, &end);
+	while (*end == ' ')
+		end++;
+	if (errno || end == v || *end || !isfinite(d) || d < 0 || d > 100) {
+		nl_warn_once("env." ENV_BUDGET, "ignoring %s=\"%.40s\": expected a percentage from 0 to 100", ENV_BUDGET,
+			     v);
+		return;
+	}
+	pss_budget = d / 100.0;
+}
+
+static void register_instruments(const struct nl_config *cfg)
+{
+	if (is_root) {
+		struct nl_instrument *usage =
+			nl_instrument_get("gym.server.memory.usage", "By",
+					  "Memory of the server's process tree (sum over its processes)", NL_GAUGE_INT,
+					  NULL, 0);
+		struct nl_instrument *pk =
+			nl_instrument_get("gym.server.memory.sampled_peak", "By",
+					  "Largest sampled memory of the server's process tree since start", NL_GAUGE_INT,
+					  NULL, 0);
+		struct nl_instrument *procs_i = nl_instrument_get(
+			"gym.server.processes", "{process}", "Processes in the server's process tree", NL_GAUGE_INT, NULL, 0);
+		static const char *const types[2] = { "rss", "pss" };
+		struct nl_attr a[4] = { NL_ATTR_S("nemo.gym.server.name", cfg->server_name),
+					NL_ATTR_S("nemo.gym.server.type", cfg->server_type),
+					NL_ATTR_I("process.pid", my_pid), NL_ATTR_S("memory.type", "") };
+		for (int t = 0; t < 2; t++) {
+			a[3].v.s = types[t];
+			s_usage[t] = usage ? nl_series_get(usage, a, 4) : NULL;
+			s_peak[t] = pk ? nl_series_get(pk, a, 4) : NULL;
+		}
+		s_procs = procs_i ? nl_series_get(procs_i, a, 3) : NULL;
+	}
+	if (is_outermost) {
+		struct nl_instrument *i;
+		i = nl_instrument_get("gym.host.memory.usage", "By", "Host memory in use (MemTotal - MemAvailable)",
+				      NL_GAUGE_INT, NULL, 0);
+		s_host_usage = i ? nl_series_get(i, NULL, 0) : NULL;
+		i = nl_instrument_get("gym.host.memory.available", "By", "Host memory available (MemAvailable)",
+				      NL_GAUGE_INT, NULL, 0);
+		s_host_avail = i ? nl_series_get(i, NULL, 0) : NULL;
+		i = nl_instrument_get("gym.host.memory.total", "By", "Host memory (MemTotal)", NL_GAUGE_INT, NULL, 0);
+		s_host_total = i ? nl_series_get(i, NULL, 0) : NULL;
+		i = nl_instrument_get("gym.host.memory.sampled_peak", "By",
+				      "Largest sampled host memory in use since start", NL_GAUGE_INT, NULL, 0);
+		s_host_peak = i ? nl_series_get(i, NULL, 0) : NULL;
+		i = nl_instrument_get("gym.servers.active", "", "Live server roots below the outermost process",
+				      NL_GAUGE_INT, NULL, 0);
+		s_servers = i ? nl_series_get(i, NULL, 0) : NULL;
+	}
+}
+
+void nl_memsampler_init(const struct nl_config *cfg)
+{
+	if (!cfg->memory_profiling)
+		return;
+	my_pid = getpid();
+	long ps = sysconf(_SC_PAGESIZE);
+	if (ps > 0)
+		page_size = (uint64_t)ps;
+	interval_ns = (uint64_t)(cfg->memory_interval_ms > 0 ? cfg->memory_interval_ms : 1000) * 1000000u;
+	struct nl_proc_stat st;
+	if (stat_of(my_pid, &st) == 0) {
+		my_start = st.starttime;
+		my_env_start = st.env_start;
+		my_env_end = st.env_end;
+	}
+	else
+		nl_warn_once("proc.self", "memory sampler: cannot read /proc/self/stat; memory profiling is off");
+
+	const char *outer = env_nonempty(ENV_OUTERMOST);
+	char *end = NULL;
+	long op = outer ? strtol(outer, &end, 10) : 0;
+	is_outermost = !outer || *end || op <= 0 || !is_ancestor((int)op);
+
+	const char *inherited = env_nonempty(ENV_PARENT_NAME);
+	bool declared = env_nonempty("NEMOLENS_SERVER_NAME") || cfg->service_name;
+	is_root = nl_server_is_root(declared ? cfg->server_name : NULL, inherited);
+
+	/* The constructor runs before main and before any thread of the shim:
+	 * the environment can still be changed safely. */
+	if (is_root && cfg->server_name)
+		setenv(ENV_PARENT_NAME, cfg->server_name, 1);
+	if (is_outermost) {
+		char pid[24];
+		snprintf(pid, sizeof pid, "%d", my_pid);
+		setenv(ENV_OUTERMOST, pid, 1);
+	}
+	if (my_start == 0) {
+		is_root = is_outermost = false;
+		return;
+	}
+	read_budget();
+	have_rollup = access("/proc/self/smaps_rollup", R_OK) == 0;
+	if (!have_rollup && is_root)
+		nl_warn_once("proc.smaps_rollup", "memory sampler: this kernel has no /proc/<pid>/smaps_rollup; "
+						  "gym.server.memory.* reports RSS only");
+	register_instruments(cfg);
+	active = is_root || is_outermost;
+	nl_debug("memsampler: pid %d root=%d outermost=%d name=%s pss budget %.3f%%", my_pid, is_root, is_outermost,
+		 cfg->server_name ? cfg->server_name : "", pss_budget * 100);
+}
+
+bool nl_memsampler_active(void)
+{
+	return active;
+}
+
+/* ---- one sample ------------------------------------------------------------ */
+
+static int digits_only(const char *s)
+{
+	if (!*s)
+		return 0;
+	for (; *s; s++)
+		if (*s < '0' || *s > '9')
+			return 0;
+	return 1;
+}
+
+static int by_ppid(const void *a, const void *b)
+{
+	const struct proc *x = a, *y = b;
+	if (x->ppid != y->ppid)
+		return x->ppid < y->ppid ? -1 : 1;
+	return x->pid < y->pid ? -1 : x->pid > y->pid;
+}
+
+/* Fills procs[] from /proc/<pid>/stat, sorted by ppid. */
+static int scan_procs(void)
+{
+	n_procs = 0;
+	DIR *d = opendir("/proc");
+	if (!d) {
+		nl_warn_once("proc.scan", "memory sampler: cannot list /proc: %s", strerror(errno));
+		return -1;
+	}
+	int dfd = dirfd(d);
+	struct dirent *de;
+	while ((de = readdir(d))) {
+		if (!digits_only(de->d_name))
+			continue;
+		if (n_procs == cap_procs) {
+			size_t cap = cap_procs ? cap_procs * 2 : 1024;
+			if (cap > MAX_PROCS)
+				cap = MAX_PROCS;
+			struct proc *p = cap > cap_procs ? realloc(procs, cap * sizeof *p) : NULL;
+			if (!p) {
+				nl_warn_once("proc.many", "memory sampler: more than %d processes; the rest are not seen",
+					     MAX_PROCS);
+				break;
+			}
+			procs = p;
+			cap_procs = cap;
+		}
+		char name[300];
+		snprintf(name, sizeof name, "%s/stat", de->d_name);
+		struct nl_proc_stat st;
+		if (read_stat_at(dfd, name, &st) != 0)
+			continue;
+		procs[n_procs++] = (struct proc){ .pid = st.pid, .ppid = st.ppid, .start = st.starttime,
+						  .env_start = st.env_start, .env_end = st.env_end,
+						  .state = st.state };
+	}
+	closedir(d);
+	qsort(procs, n_procs, sizeof *procs, by_ppid);
+	return 0;
+}
+
+/* First index in procs[] with ppid >= ppid. */
+static size_t first_child(int ppid)
+{
+	size_t lo = 0, hi = n_procs;
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+		if (procs[mid].ppid < ppid)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo;
+}
+
+/* Whether the shim is mapped in pid (looked for in /proc/<pid>/maps).
+ * Unreadable maps: trust the environment. */
+static bool shim_mapped(int pid)
+{
+	char path[40];
+	snprintf(path, sizeof path, "/proc/%d/maps", pid);
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return errno != ENOENT && errno != ESRCH;
+	static const char needle[] = "libnemolens_preload";
+	enum { K = sizeof needle - 1 };
+	char buf[8192 + K];
+	size_t keep = 0;
+	bool found = false;
+	for (;;) {
+		ssize_t r = NL_REAL(read)(fd, buf + keep, sizeof buf - keep);
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r <= 0)
+			break;
+		size_t n = keep + (size_t)r;
+		for (size_t i = 0; i + K <= n && !found; i++)
+			found = buf[i] == 'l' && memcmp(buf + i, needle, K) == 0;
+		if (found)
+			break;
+		keep = n < K - 1 ? n : K - 1;
+		memmove(buf, buf + n - keep, keep);
+	}
+	NL_REAL(close)(fd);
+	return found;
+}
+
+/* Whether the descendant pid is the root of another server (see the top). */
+static bool other_root(int pid)
+{
+	char name[32];
+	snprintf(name, sizeof name, "/proc/%d/environ", pid);
+	bool cut;
+	ssize_t n = read_big_at(AT_FDCWD, name, &cut);
+	if (n < 0) {
+		if (n != -ENOENT && n != -ESRCH)
+			nl_warn_once("proc.environ", "memory sampler: cannot read /proc/<pid>/environ (%s); such "
+						     "descendants are counted in their parent's tree",
+				     strerror((int)-n));
+		return false;
+	}
+	if (cut)
+		nl_warn_once("proc.environ.big", "memory sampler: a descendant's environment is larger than %u bytes; "
+						 "only its start was read",
+			     ENVIRON_MAX);
+	struct nl_env_role role;
+	nl_environ_role(envbuf, (size_t)n, &role);
+	return role.other_root && shim_mapped(pid);
+}
+
+/* Makes room for n elements of size sz in *arr (capacity *cap). */
+static bool reserve(void **arr, size_t *cap, size_t n, size_t sz)
+{
+	if (n <= *cap)
+		return true;
+	size_t c = *cap ? *cap : 64;
+	while (c < n)
+		c *= 2;
+	void *p = realloc(*arr, c * sz);
+	if (!p)
+		return false;
+	*arr = p;
+	*cap = c;
+	return true;
+}
+
+/* Walks the descendants of this process: fills members[] (this tree, this
+ * process first) and counts the roots of other servers below (all of them
+ * when counting for gym.servers.active, else only those met at the edge of
+ * this tree). Returns the number of members. */
+static size_t walk(size_t *n_roots)
+{
+	*n_roots = 0;
+	size_t n_members = 0;
+	if (!reserve((void **)&stack, &cap_stack, n_procs + 1, sizeof *stack) ||
+	    !reserve((void **)&members, &cap_members, n_procs + 1, sizeof *members)) {
+		nl_warn_once("memsampler.oom", "memory sampler: out of memory; sample skipped");
+		return 0;
+	}
+	if (is_root)
+		members[n_members++] = (struct member){ my_pid, my_start };
+	size_t top = 0;
+	stack[top++] = (struct frame){ my_pid, my_start, my_env_start, my_env_end, is_root };
+	while (top > 0) {
+		struct frame f = stack[--top];
+		for (size_t i = first_child(f.pid); i < n_procs && procs[i].ppid == f.pid; i++) {
+			struct proc *c = &procs[i];
+			/* A child that started before its parent is a stale edge left by
+			 * pid reuse during the scan: ignore it (this also rules out cycles). */
+			if (c->visited || c->start < f.start || c->pid == my_pid)
+				continue;
+			c->visited = true;
+			if (c->state == 'Z' || c->state == 'X')
+				continue;   /* exited: no memory, no children of its own */
+			if (!f.in_tree && !is_outermost)
+				continue;
+			struct frame cf = { c->pid, c->start, c->env_start, c->env_end, f.in_tree };
+			/* A fork that has not exec'd shows the environment its parent
+			 * was exec'd with (/proc/<pid>/environ does not see setenv):
+			 * it has its parent's role, never one of its own. */
+			bool fork_copy = c->env_start && c->env_start == f.env_start && c->env_end == f.env_end;
+			if (!fork_copy && other_root(c->pid)) {
+				(*n_roots)++;
+				cf.in_tree = false;
+				if (is_outermost)
+					stack[top++] = cf;
+			} else {
+				if (f.in_tree)
+					members[n_members++] = (struct member){ c->pid, c->start };
+				stack[top++] = cf;
+			}
+		}
+	}
+	return n_members;
+}
+
+static int by_pid(const void *a, const void *b)
+{
+	const struct pss_entry *x = a, *y = b;
+	return x->pid < y->pid ? -1 : x->pid > y->pid;
+}
+
+static struct pss_entry *cache_find(int pid, uint64_t start)
+{
+	struct pss_entry key = { .pid = pid };
+	struct pss_entry *e = n_cache ? bsearch(&key, cache, n_cache, sizeof *cache, by_pid) : NULL;
+	return e && e->start == start ? e : NULL;
+}
+
+/* How long a process whose PSS read costs cost_ns waits between reads. */
+static uint64_t pss_period(uint64_t cost_ns, double stretch)
+{
+	double p = (double)cost_ns / pss_budget;
+	if (p < (double)interval_ns)
+		p = (double)interval_ns;
+	p *= stretch;
+	return p > 1e18 ? (uint64_t)1e18 : (uint64_t)p;
+}
+
+/* The factor by which every period is stretched so that the reads wanted
+ * by all processes together stay within the budget. */
+static double pss_stretch(void)
+{
+	double rate = 0;
+	for (size_t i = 0; i < n_cache; i++)
+		if (cache[i].has_pss)
+			rate += (double)cache[i].cost_ns / (double)pss_period(cache[i].cost_ns, 1.0);
+	return rate > pss_budget ? rate / pss_budget : 1.0;
+}
+
+struct totals {
+	uint64_t rss, pss;
+	size_t count;
+	bool rss_ok, pss_ok;
+	unsigned pss_reads;
+	uint64_t pss_cost_ns;
+};
+
+/* Reads one member's PSS (through its /proc directory) when due, else
+ * reuses the last value; stores the result in e. */
+static void member_pss(int dfd, const struct pss_entry *old, struct pss_entry *e, uint64_t now, double stretch,
+		       struct totals *t)
+{
+	if (old)
+		*e = *old;
+	bool due = !old || !old->has_pss || now - old->last_ns + interval_ns / 2 >= pss_period(old->cost_ns, stretch);
+	if (!due || pss_budget <= 0 || !have_rollup)
+		return;
+	char buf[4096];
+	uint64_t c0 = thread_cpu_ns(), w0 = nl_monotonic_ns();
+	ssize_t n = read_at(dfd, "smaps_rollup", buf, sizeof buf);
+	uint64_t cpu = thread_cpu_ns() - c0, wall = nl_monotonic_ns() - w0;
+	/* The wall time is what the target's mmap lock was held for at most; the
+	 * CPU time is what it cost us. Budget the larger. */
+	uint64_t cost = cpu > wall ? cpu : wall;
+	e->last_ns = now;
+	uint64_t pss;
+	if (n < 0) {
+		if (n == -EACCES || n == -EPERM)
+			nl_warn_once("proc.smaps_rollup.access", "memory sampler: no permission to read "
+								 "/proc/<pid>/smaps_rollup of a process; PSS left out");
+		e->has_pss = false;
+		return;
+	}
+	t->pss_reads++;
+	t->pss_cost_ns += cost;
+	if (nl_parse_smaps_rollup_pss(buf, (size_t)n, &pss) != 0) {
+		/* Empty: no address space any more (exiting). Else malformed. */
+		if (n > 0)
+			nl_warn_once("proc.smaps_rollup.parse", "memory sampler: no Pss line in /proc/<pid>/smaps_rollup; "
+								"PSS left out");
+		e->has_pss = false;
+		return;
+	}
+	e->pss = pss;
+	e->has_pss = true;
+	e->cost_ns = cost;
+}
+
+/* RSS of the process behind dfd, in bytes; -1 when it cannot be read. */
+static int member_rss(int dfd, uint64_t *rss)
+{
+	char buf[512];
+	ssize_t n = read_at(dfd, "statm", buf, sizeof buf);
+	uint64_t pages;
+	if (n > 0 && nl_parse_statm(buf, (size_t)n, &pages) == 0) {
+		*rss = pages * page_size;
+		return 0;
+	}
+	if (n > 0)
+		nl_warn_once("proc.statm", "memory sampler: unexpected content in /proc/<pid>/statm; using status");
+	char sbuf[4096];
+	n = read_at(dfd, "status", sbuf, sizeof sbuf);
+	if (n > 0 && nl_parse_status_vmrss(sbuf, (size_t)n, rss) == 0)
+		return 0;
+	return -1;
+}
+
+static void sample_tree(size_t n_members, uint64_t now, struct totals *t)
+{
+	memset(t, 0, sizeof *t);
+	t->rss_ok = t->pss_ok = true;
+	if (!reserve((void **)&next_cache, &cap_next, n_members, sizeof *next_cache) ||
+	    !reserve((void **)&cache, &cap_cache, n_members, sizeof *cache)) {
+		nl_warn_once("memsampler.oom", "memory sampler: out of memory; sample skipped");
+		t->rss_ok = t->pss_ok = false;
+		return;
+	}
+	double stretch = pss_stretch();
+	size_t n_next = 0;
+	for (size_t i = 0; i < n_members; i++) {
+		const struct member *m = &members[i];
+		int dfd = open_pid_dir(m->pid);
+		if (dfd < 0)
+			continue;   /* gone */
+		struct nl_proc_stat st;
+		if (read_stat_at(dfd, "stat", &st) != 0 || st.starttime != m->start || st.state == 'Z' ||
+		    st.state == 'X') {
+			NL_REAL(close)(dfd);
+			continue;   /* gone, or its pid already reused */
+		}
+		uint64_t rss;
+		if (member_rss(dfd, &rss) != 0) {
+			/* Vanished between the two reads (the stat above passed): skip it.
+			 * Anything else: the tree's RSS is unknown this time. */
+			struct nl_proc_stat again;
+			if (read_stat_at(dfd, "stat", &again) != 0) {
+				NL_REAL(close)(dfd);
+				continue;
+			}
+			nl_warn_once("proc.rss", "memory sampler: cannot read the RSS of a process; RSS left out");
+			t->rss_ok = false;
+			rss = 0;
+		}
+		struct pss_entry *e = &next_cache[n_next++];
+		*e = (struct pss_entry){ .pid = m->pid, .start = m->start };
+		member_pss(dfd, cache_find(m->pid, m->start), e, now, stretch, t);
+		NL_REAL(close)(dfd);
+		t->count++;
+		t->rss += rss;
+		if (e->has_pss)
+			t->pss += e->pss;
+		else
+			t->pss_ok = false;
+	}
+	/* The new cache holds this sample's members only: exited processes go. */
+	qsort(next_cache, n_next, sizeof *next_cache, by_pid);
+	struct pss_entry *tmp = cache;
+	size_t tcap = cap_cache;
+	cache = next_cache;
+	cap_cache = cap_next;
+	next_cache = tmp;
+	cap_next = tcap;
+	n_cache = n_next;
+	if (t->count == 0)
+		t->rss_ok = t->pss_ok = false;
+}
+
+/* A gauge that has nothing to say this time is left out of the next export. */
+static void gauge_clear(struct nl_series *s)
+{
+	if (s)
+		atomic_store_explicit(&s->has_value, false, memory_order_release);
+}
+
+static void gauge_set(struct nl_series *s, uint64_t v)
+{
+	if (s)
+		nl_gauge_set_int(s, v > INT64_MAX ? INT64_MAX : (int64_t)v);
+}
+
+static void record_peak(struct nl_series *s, int64_t *pk, uint64_t v)
+{
+	int64_t iv = v > INT64_MAX ? INT64_MAX : (int64_t)v;
+	if (iv > *pk)
+		*pk = iv;
+	gauge_set(s, (uint64_t)*pk);
+}
+
+static void sample_host(void)
+{
+	char buf[8192];
+	ssize_t n = read_at(AT_FDCWD, "/proc/meminfo", buf, sizeof buf);
+	struct nl_meminfo mi;
+	if (n < 0 || nl_parse_meminfo(buf, (size_t)n, &mi) != 0) {
+		nl_warn_once("proc.meminfo", "memory sampler: cannot read MemTotal/MemAvailable from /proc/meminfo; "
+					     "host memory left out");
+		gauge_clear(s_host_usage);
+		gauge_clear(s_host_avail);
+		gauge_clear(s_host_total);
+		return;
+	}
+	uint64_t used = mi.total - mi.available;
+	gauge_set(s_host_total, mi.total);
+	gauge_set(s_host_avail, mi.available);
+	gauge_set(s_host_usage, used);
+	record_peak(s_host_peak, &host_peak, used);
+}
+
+void nl_memsampler_sample(void)
+{
+	if (!active)
+		return;
+	uint64_t cpu0 = thread_cpu_ns();
+	uint64_t now = nl_monotonic_ns();
+	if (is_outermost)
+		sample_host();
+	if (scan_procs() != 0)
+		return;
+	size_t n_roots;
+	size_t n_members = walk(&n_roots);
+	if (is_outermost) {
+		pthread_mutex_lock(&servers_lock);
+		if (!shut_down)
+			gauge_set(s_servers, n_roots);
+		pthread_mutex_unlock(&servers_lock);
+	}
+	if (!is_root)
+		return;
+	struct totals t;
+	sample_tree(n_members, now, &t);
+	if (t.count > 0)
+		gauge_set(s_procs, t.count);
+	if (t.rss_ok) {
+		gauge_set(s_usage[MEM_RSS], t.rss);
+		record_peak(s_peak[MEM_RSS], &peak[MEM_RSS], t.rss);
+	} else {
+		gauge_clear(s_usage[MEM_RSS]);
+	}
+	if (t.pss_ok) {
+		gauge_set(s_usage[MEM_PSS], t.pss);
+		record_peak(s_peak[MEM_PSS], &peak[MEM_PSS], t.pss);
+	} else {
+		gauge_clear(s_usage[MEM_PSS]);
+	}
+	if (nl_log_get_level() >= NL_LOG_DEBUG)
+		nl_debug("memsampler: sample cpu_us=%llu scanned=%zu members=%zu roots_below=%zu rss=%llu pss=%s%llu "
+			 "pss_reads=%u pss_read_cost_us=%llu",
+			 (unsigned long long)((thread_cpu_ns() - cpu0) / 1000), n_procs, t.count, n_roots,
+			 (unsigned long long)t.rss, t.pss_ok ? "" : "-", (unsigned long long)t.pss, t.pss_reads,
+			 (unsigned long long)(t.pss_cost_ns / 1000));
+}
+
+void nl_memsampler_shutdown(void)
+{
+	if (!is_outermost || !s_servers)
+		return;
+	pthread_mutex_lock(&servers_lock);
+	shut_down = true;
+	nl_gauge_set_int(s_servers, 0);
+	pthread_mutex_unlock(&servers_lock);
+}
+
+void nl_memsampler_atfork_child(void)
+{
+	/* A forked child has its parent's server name: it is part of the
+	 * parent's tree and samples nothing. The parent's buffers are left alone
+	 * (the sampler thread may have been using them at the fork). */
+	pthread_mutex_init(&servers_lock, NULL);
+	active = false;
+	is_root = false;
+	is_outermost = false;
+	procs = NULL;
+	n_procs = cap_procs = 0;
+	members = NULL;
+	cap_members = 0;
+	stack = NULL;
+	cap_stack = 0;
+	cache = next_cache = NULL;
+	n_cache = cap_cache = cap_next = 0;
+	envbuf = NULL;
+	envcap = 0;
+}

@@ -31,6 +31,7 @@ static double bitsd(uint64_t u)
 static void series_clear(struct nl_series *s)
 {
 	atomic_store(&s->has_value, false);
+	atomic_store(&s->retiring, false);
 	atomic_store(&s->u.count, 0);
 	for (size_t i = 0; i <= NL_MAX_BOUNDS; i++)
 		atomic_store(&s->u.hist.buckets[i], 0);
@@ -336,15 +337,21 @@ struct nl_snapshot *nl_snapshot_take(bool delta_counters, bool delta_histograms,
 	return snap;
 }
 
-void nl_snapshot_commit_delta(const struct nl_snapshot *snap)
+void nl_series_retire(struct nl_series *s) { atomic_store(&s->retiring, true); }
+void nl_series_unretire(struct nl_series *s) { atomic_store(&s->retiring, false); }
+
+void nl_snapshot_commit(const struct nl_snapshot *snap)
 {
 	for (size_t i = 0; i < snap->n_metrics; i++) {
 		const struct nl_metric *m = &snap->metrics[i];
-		if (!m->delta)
-			continue;
 		for (size_t j = 0; j < m->n_points; j++) {
 			const struct nl_point *p = &m->points[j];
 			struct nl_series *s = p->series;
+			bool retiring = true;
+			if (atomic_compare_exchange_strong(&s->retiring, &retiring, false))
+				atomic_store(&s->has_value, false);
+			if (!m->delta)
+				continue;
 			if (m->kind == NL_COUNTER) {
 				s->delta_base_count += (uint64_t)p->ivalue;
 			} else {

@@ -57,6 +57,7 @@ struct nl_series {
 	size_t n_attrs;
 	bool overflow;                  /* the otel.metric.overflow=true series */
 	_Atomic bool has_value;         /* exported only once something was recorded */
+	_Atomic bool retiring;          /* exported once more, then no longer */
 	union {
 		_Atomic uint64_t count;     /* NL_COUNTER */
 		_Atomic uint64_t bits;      /* NL_GAUGE (double bits), NL_GAUGE_INT (int64) */
@@ -153,8 +154,15 @@ struct nl_snapshot {
  * cumulative series, now_ns the time stamped on each point. NULL on OOM. */
 struct nl_snapshot *nl_snapshot_take(bool delta_counters, bool delta_histograms, uint64_t start_ns,
 				     uint64_t now_ns);
-/* After a successful delta export: the exported values become the new base. */
-void nl_snapshot_commit_delta(const struct nl_snapshot *snap);
+/* After a successful export: for delta temporality the exported values become
+ * the new base, and retiring series that were exported stop being exported. */
+void nl_snapshot_commit(const struct nl_snapshot *snap);
+
+/* A series nobody records any more (its meter was released) is exported one
+ * last time, so nothing recorded is lost, and then left out. Recording into it
+ * again after nl_series_unretire() brings it back with its totals. */
+void nl_series_retire(struct nl_series *s);
+void nl_series_unretire(struct nl_series *s);
 void nl_snapshot_free(struct nl_snapshot *snap);
 
 #endif

@@ -138,7 +138,7 @@ static bool export_once(uint64_t deadline_ns, uint64_t retry_until_ns)
 			}
 		}
 		if (ok)
-			nl_snapshot_commit_delta(snap);
+			nl_snapshot_commit(snap);
 	}
 	nl_snapshot_free(snap);
 	return ok;

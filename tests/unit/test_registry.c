@@ -571,7 +571,7 @@ Test(registry, delta_counter_take_commit_take)
 	cr_assert_eq(m->points[0].ivalue, 5);
 	cr_assert_eq(m->points[0].start_ns, START);
 	cr_assert_eq(m->points[0].time_ns, T1);
-	nl_snapshot_commit_delta(snap);
+	nl_snapshot_commit(snap);
 	nl_snapshot_free(snap);
 
 	nl_counter_add(s, 3);
@@ -580,7 +580,7 @@ Test(registry, delta_counter_take_commit_take)
 	cr_assert_eq(m->points[0].ivalue, 3);
 	cr_assert_eq(m->points[0].start_ns, T1, "start is the previous snapshot's time");
 	cr_assert_eq(m->points[0].time_ns, T2);
-	nl_snapshot_commit_delta(snap);
+	nl_snapshot_commit(snap);
 	nl_snapshot_free(snap);
 
 	snap = take(true, false, T3);
@@ -605,7 +605,7 @@ Test(registry, delta_without_commit_accumulates)
 	const struct nl_metric *m = must_find_metric(snap, "t.delta.nocommit");
 	cr_assert_eq(m->points[0].ivalue, 7);
 	cr_assert_eq(m->points[0].start_ns, START);
-	nl_snapshot_commit_delta(snap);
+	nl_snapshot_commit(snap);
 	nl_snapshot_free(snap);
 
 	nl_counter_add(s, 1);
@@ -633,7 +633,7 @@ Test(registry, delta_histogram_take_commit_take)
 	cr_assert_eq(p->buckets[6], 1);   /* 2 in (1, 2.5] */
 	cr_assert_not(p->has_min_max, "min/max since process start are not a delta's");
 	cr_assert_eq(p->start_ns, START);
-	nl_snapshot_commit_delta(snap);
+	nl_snapshot_commit(snap);
 	nl_snapshot_free(snap);
 
 	nl_hist_record(h, s, 100);
@@ -677,7 +677,7 @@ Test(registry, temporality_per_kind)
 	cr_assert_not(must_find_metric(snap, "t.kind.counter")->delta);
 	cr_assert(must_find_metric(snap, "t.kind.hist")->delta);
 	cr_assert_not(must_find_metric(snap, "t.kind.gauge")->delta);
-	nl_snapshot_commit_delta(snap);
+	nl_snapshot_commit(snap);
 	nl_snapshot_free(snap);
 
 	nl_counter_add(cs, 1);
@@ -706,7 +706,7 @@ Test(registry, delta_overflow_series)
 	const struct nl_point *o = find_overflow_point(must_find_metric(snap, "t.delta.overflow"));
 	cr_assert_not_null(o);
 	cr_assert_eq(o->ivalue, 2);
-	nl_snapshot_commit_delta(snap);
+	nl_snapshot_commit(snap);
 	nl_snapshot_free(snap);
 
 	nl_counter_add(series_s(inst, "k", "c"), 5);
@@ -767,7 +767,7 @@ Test(registry, reset_values_clears_delta_bases)
 	nl_hist_record(h, hs, 3);
 	nl_hist_record(h, hs, 3);
 	struct nl_snapshot *snap = take(true, true, T1);
-	nl_snapshot_commit_delta(snap);
+	nl_snapshot_commit(snap);
 	nl_snapshot_free(snap);
 
 	nl_registry_reset_values();

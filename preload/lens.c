@@ -1,0 +1,689 @@
+/* The NeMo Lens instrument functions (nemolens.h): meters, and the
+ * inference / RL / Gym record functions on top of the registry.
+ *
+ * A meter caches, per instrument, the registry series it records to: one
+ * series per attribute-less instrument (rl.*, gym.*), and for inference one
+ * entry per attribute set (operation, provider, model) holding its three
+ * series (duration, input tokens, output tokens). The caches are published
+ * with release stores and read without locks; only filling them (the first
+ * use of a metric or attribute set) takes `lock` and allocates.
+ *
+ * Releasing a meter: record calls bracket their work with the meter's
+ * `active` counter and check `live` after incrementing it; release clears
+ * `live` and waits (without holding `lock`) until `active` drains, so nobody
+ * can still be reading the caches when they are freed. Meter structs are never
+ * freed, so a stale handle is harmless. Series refcounts across meters decide
+ * when a series retires: exported once more, then left out.
+ */
+#include "nemolens.h"
+
+#include <math.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "config.h"
+#include "registry.h"
+#include "runtime.h"
+
+#define API __attribute__((visibility("default")))
+
+#ifndef NL_VERSION
+#define NL_VERSION "0"
+#endif
+
+#define MAX_METERS 256
+#define MAX_NAME 255       /* significant bytes of a meter name */
+#define MAX_STR 255        /* significant bytes of an attribute value */
+#define MAX_SETS 4096      /* inference attribute sets per meter */
+#define N_BUCKETS 64       /* hash buckets of a meter's attribute sets */
+#define N_REF_BUCKETS 256
+
+#define DEFAULT_METER "nemo.lens"
+#define DEFAULT_OPERATION "text_completion"
+#define DEFAULT_PROVIDER "nemo"
+
+/* ---- instruments ------------------------------------------------------------ */
+
+/* OpenTelemetry GenAI semantic conventions, explicit bucket advice. */
+static const double duration_s_bounds[] = { 0.01, 0.02, 0.04, 0.08, 0.16, 0.32, 0.64,
+					    1.28, 2.56, 5.12, 10.24, 20.48, 40.96, 81.92 };
+static const double token_bounds[] = { 1,	4,	 16,	  64,	    256,      1024,	4096,
+				       16384, 65536, 262144, 1048576, 4194304, 16777216, 67108864 };
+/* NeMo Lens's GYM_DURATION_BOUNDARIES_MS. */
+static const double gym_ms_bounds[] = { 100,	250,	500,	1000,	 2500,	  5000,	   10000,  30000,
+					60000, 120000, 300000, 600000, 1200000, 1800000, 3600000 };
+/* NeMo Lens gives rl.* histograms no advice: the OpenTelemetry SDK default. */
+static const double rl_ms_bounds[] = { 0, 5, 10, 25, 50, 75, 100, 250, 500, 750, 1000, 2500, 5000, 7500, 10000 };
+
+#define NB(a) (sizeof(a) / sizeof *(a))
+
+enum inst_id {
+	I_REQUEST_DURATION,
+	I_TOKEN_USAGE,
+	I_RL_REWARD_MEAN,
+	I_RL_KL,
+	I_RL_POLICY_LOSS,
+	I_RL_VALUE_LOSS,
+	I_RL_ENTROPY,
+	I_RL_RESPONSE_LENGTH,
+	I_RL_GRAD_NORM,
+	I_RL_LEARNING_RATE,
+	I_RL_THROUGHPUT,
+	I_RL_GENERATION_MS,
+	I_RL_ROLLOUT_MS,
+	I_GYM_REQUEST_MS,
+	I_GYM_ROLLOUT_MS,
+	I_GYM_VERIFY_MS,
+	I_GYM_SUCCESS_RATE,
+	I_GYM_SERVERS_ACTIVE,
+	N_INST
+};
+
+struct inst_def {
+	const char *name;
+	const char *unit;
+	const char *description;
+	enum nl_kind kind;
+	const double *bounds;
+	size_t n_bounds;
+	bool shared;            /* also recorded by the shim itself: never hidden */
+};
+
+#define GAUGE(n, u, d) { n, u, d, NL_GAUGE, NULL, 0, false }
+#define HIST(n, u, d, b) { n, u, d, NL_HISTOGRAM, b, NB(b), false }
+
+static const struct inst_def defs[N_INST] = {
+	[I_REQUEST_DURATION] = HIST("gen_ai.server.request.duration", "s", "GenAI server request duration.",
+				    duration_s_bounds),
+	[I_TOKEN_USAGE] = HIST("gen_ai.client.token.usage", "{token}", "Number of input and output tokens used.",
+			       token_bounds),
+	[I_RL_REWARD_MEAN] = GAUGE("rl.reward.mean", "", "Mean reward across rollout batch."),
+	[I_RL_KL] = GAUGE("rl.kl_divergence", "", "KL divergence between policy and reference."),
+	[I_RL_POLICY_LOSS] = GAUGE("rl.policy_loss", "", "Policy gradient loss."),
+	[I_RL_VALUE_LOSS] = GAUGE("rl.value_loss", "", "Value function loss."),
+	[I_RL_ENTROPY] = GAUGE("rl.entropy", "", "Policy entropy."),
+	[I_RL_RESPONSE_LENGTH] = GAUGE("rl.response_length.mean", "", "Mean generated response length (tokens)."),
+	[I_RL_GRAD_NORM] = GAUGE("rl.grad_norm", "", "Gradient norm of the policy update."),
+	[I_RL_LEARNING_RATE] = GAUGE("rl.learning_rate", "", "Current optimizer learning rate."),
+	[I_RL_THROUGHPUT] = GAUGE("rl.throughput.tokens_per_sec", "{token}/s", "Training throughput (tokens/sec)."),
+	[I_RL_GENERATION_MS] = HIST("rl.generation.duration_ms", "ms", "Duration of text generation in milliseconds.",
+				    rl_ms_bounds),
+	[I_RL_ROLLOUT_MS] = HIST("rl.rollout.duration_ms", "ms", "Duration of rollout collection in milliseconds.",
+				 rl_ms_bounds),
+	[I_GYM_REQUEST_MS] = HIST("gym.server.request_duration_ms", "ms",
+				  "Gym server request duration in milliseconds.", gym_ms_bounds),
+	[I_GYM_ROLLOUT_MS] = HIST("gym.rollout.duration_ms", "ms", "Rollout collection duration in milliseconds.",
+				  gym_ms_bounds),
+	[I_GYM_VERIFY_MS] = HIST("gym.verify.duration_ms", "ms", "Verification endpoint duration in milliseconds.",
+				 gym_ms_bounds),
+	[I_GYM_SUCCESS_RATE] = GAUGE("gym.verify.success_rate", "", "Fraction of successful verifications."),
+	/* Same name, unit and kind as the memory sampler's registration. */
+	[I_GYM_SERVERS_ACTIVE] = { "gym.servers.active", "", "Number of active Gym servers.", NL_GAUGE_INT, NULL, 0,
+				   true },
+};
+
+/* Registered on first use; written under `lock`, read after an acquire load of
+ * a series pointer that was published after it. */
+static _Atomic(struct nl_instrument *) insts[N_INST];
+
+/* ---- meters --------------------------------------------------------------- */
+
+enum { S_DURATION, S_INPUT, S_OUTPUT, N_SET_SERIES };
+
+/* One inference attribute set of one meter. Immutable once published, except
+ * for its series pointers, which go from NULL to a series once. */
+struct attrset {
+	struct attrset *next;
+	uint64_t hash;
+	char *op, *provider, *model;    /* keys, cut at MAX_STR; model may be NULL */
+	char *a_op, *a_provider, *a_model;   /* the same, valid UTF-8, for attributes */
+	_Atomic(struct nl_series *) series[N_SET_SERIES];
+};
+
+struct nemolens_meter {
+	struct nemolens_meter *next;    /* all meters ever created; immutable */
+	char name[MAX_NAME + 1];
+	unsigned refs;                  /* under lock */
+	bool pinned;                    /* the default meter: one reference is the library's */
+	unsigned gen;                   /* under lock: bumped at each release */
+	_Atomic bool live;
+	_Atomic unsigned active;        /* record calls in progress */
+	_Atomic(struct nl_series *) plain[N_INST];
+	_Atomic(struct attrset *) sets[N_BUCKETS];
+	size_t n_sets;                  /* under lock */
+	struct attrset *overflow;       /* under lock: past MAX_SETS */
+};
+
+static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_once_t once = PTHREAD_ONCE_INIT;
+static struct nemolens_meter *meters;   /* under lock */
+static size_t n_meters;
+static _Atomic(struct nemolens_meter *) default_meter;
+
+/* ---- series refcounts: a series recorded by no live meter is not exported -- */
+
+struct sref {
+	struct sref *next;
+	struct nl_series *s;
+	unsigned n;
+};
+static struct sref *srefs[N_REF_BUCKETS];  /* under lock */
+
+static size_t sref_bucket(const struct nl_series *s)
+{
+	return ((uintptr_t)s >> 4) % N_REF_BUCKETS;
+}
+
+static bool series_ref(struct nl_series *s)
+{
+	struct sref **b = &srefs[sref_bucket(s)];
+	nl_series_unretire(s);
+	for (struct sref *r = *b; r; r = r->next)
+		if (r->s == s) {
+			r->n++;
+			return true;
+		}
+	struct sref *r = malloc(sizeof *r);
+	if (!r)
+		return false;
+	r->s = s;
+	r->n = 1;
+	r->next = *b;
+	*b = r;
+	return true;
+}
+
+static void series_unref(struct nl_series *s, enum inst_id id)
+{
+	for (struct sref **p = &srefs[sref_bucket(s)]; *p; p = &(*p)->next) {
+		struct sref *r = *p;
+		if (r->s != s)
+			continue;
+		if (--r->n == 0) {
+			*p = r->next;
+			free(r);
+			if (!defs[id].shared)
+				nl_series_retire(s);
+		}
+		return;
+	}
+}
+
+/* ---- fork --------------------------------------------------------------- */
+
+static void atfork_prepare(void) { pthread_mutex_lock(&lock); }
+static void atfork_parent(void) { pthread_mutex_unlock(&lock); }
+static void atfork_child(void)
+{
+	pthread_mutex_init(&lock, NULL);
+	/* Record calls of threads that do not exist in the child never finish. */
+	for (struct nemolens_meter *m = meters; m; m = m->next)
+		atomic_store(&m->active, 0);
+}
+
+/* Registered lazily, after the runtime's constructor registered its own
+ * handlers: prepare handlers run in reverse order, so `lock` is taken before
+ * the registry's lock, the same order as in series creation. */
+static void register_atfork(void) { pthread_atfork(atfork_prepare, atfork_parent, atfork_child); }
+
+static void lock_lens(void)
+{
+	pthread_once(&once, register_atfork);
+	pthread_mutex_lock(&lock);
+}
+
+static void unlock_lens(void) { pthread_mutex_unlock(&lock); }
+
+/* ---- meter lifecycle --------------------------------------------------------- */
+
+/* Under lock. */
+static struct nemolens_meter *meter_find_or_create(const char *name)
+{
+	for (struct nemolens_meter *m = meters; m; m = m->next)
+		if (strncmp(m->name, name, MAX_NAME) == 0)
+			return m;
+	if (n_meters >= MAX_METERS)
+		return NULL;
+	struct nemolens_meter *m = calloc(1, sizeof *m);
+	if (!m)
+		return NULL;
+	strncpy(m->name, name, MAX_NAME);
+	m->name[MAX_NAME] = 0;
+	m->next = meters;
+	meters = m;
+	n_meters++;
+	return m;
+}
+
+/* Under lock: one more reference, bringing a released meter back. */
+static void meter_ref(struct nemolens_meter *m)
+{
+	m->refs++;
+	atomic_store(&m->live, true);
+}
+
+static struct nemolens_meter *get_default(void)
+{
+	struct nemolens_meter *m = atomic_load_explicit(&default_meter, memory_order_acquire);
+	if (m)
+		return m;
+	lock_lens();
+	m = atomic_load(&default_meter);
+	if (!m && (m = meter_find_or_create(DEFAULT_METER))) {
+		m->pinned = true;
+		meter_ref(m);
+		atomic_store_explicit(&default_meter, m, memory_order_release);
+	}
+	unlock_lens();
+	return m;
+}
+
+API nemolens_meter *nemolens_meter_default(void) { return get_default(); }
+
+API nemolens_meter *nemolens_meter_get(const char *name)
+{
+	if (!name || !*name || strncmp(name, DEFAULT_METER, MAX_NAME) == 0) {
+		struct nemolens_meter *d = get_default();
+		if (d) {
+			lock_lens();
+			meter_ref(d);
+			unlock_lens();
+		}
+		return d;
+	}
+	lock_lens();
+	struct nemolens_meter *m = meter_find_or_create(name);
+	if (m)
+		meter_ref(m);
+	unlock_lens();
+	return m;
+}
+
+static void free_attrset(struct attrset *e)
+{
+	for (int k = 0; k < N_SET_SERIES; k++) {
+		struct nl_series *s = atomic_load(&e->series[k]);
+		if (s)
+			series_unref(s, k == S_DURATION ? I_REQUEST_DURATION : I_TOKEN_USAGE);
+	}
+	free(e->op);
+	free(e->provider);
+	free(e->model);
+	free(e->a_op);
+	free(e->a_provider);
+	free(e->a_model);
+	free(e);
+}
+
+/* Under lock, with no record call inside the meter. */
+static void meter_free_caches(struct nemolens_meter *m)
+{
+	for (int i = 0; i < N_INST; i++) {
+		struct nl_series *s = atomic_exchange(&m->plain[i], NULL);
+		if (s)
+			series_unref(s, (enum inst_id)i);
+	}
+	for (int b = 0; b < N_BUCKETS; b++) {
+		struct attrset *e = atomic_exchange(&m->sets[b], NULL);
+		while (e) {
+			struct attrset *next = e->next;
+			free_attrset(e);
+			e = next;
+		}
+	}
+	if (m->overflow) {
+		free_attrset(m->overflow);
+		m->overflow = NULL;
+	}
+	m->n_sets = 0;
+}
+
+API void nemolens_meter_release(nemolens_meter *m)
+{
+	if (!m)
+		return;
+	lock_lens();
+	if (m->refs <= (m->pinned ? 1u : 0u)) {
+		unlock_lens();
+		return;
+	}
+	if (--m->refs > 0) {
+		unlock_lens();
+		return;
+	}
+	atomic_store(&m->live, false);
+	unsigned gen = ++m->gen;
+	unlock_lens();
+	/* Record calls that saw the meter live finish without blocking (a slow
+	 * path among them takes `lock`, which we do not hold, and then sees the
+	 * meter released). */
+	while (atomic_load(&m->active) != 0)
+		sched_yield();
+	lock_lens();
+	/* Brought back meanwhile (and maybe released again by someone else, who
+	 * then owns the cleanup): leave the caches alone. */
+	if (!atomic_load(&m->live) && m->gen == gen)
+		meter_free_caches(m);
+	unlock_lens();
+}
+
+API bool nemolens_enabled(void) { return atomic_load_explicit(&nl_recording, memory_order_relaxed); }
+
+API const char *nemolens_version(void) { return NL_VERSION; }
+
+/* ---- recording ------------------------------------------------------------- */
+
+/* Enters a record call; NULL when the meter is released or unavailable. */
+static struct nemolens_meter *enter(struct nemolens_meter *m)
+{
+	if (!m && !(m = get_default()))
+		return NULL;
+	atomic_fetch_add(&m->active, 1);
+	if (!atomic_load(&m->live)) {
+		atomic_fetch_sub(&m->active, 1);
+		return NULL;
+	}
+	return m;
+}
+
+static void leave(struct nemolens_meter *m) { atomic_fetch_sub_explicit(&m->active, 1, memory_order_release); }
+
+/* Under lock. */
+static struct nl_instrument *instrument(enum inst_id id)
+{
+	struct nl_instrument *inst = atomic_load(&insts[id]);
+	if (!inst) {
+		const struct inst_def *d = &defs[id];
+		inst = nl_instrument_get(d->name, d->unit, d->description, d->kind, d->bounds, d->n_bounds);
+		atomic_store(&insts[id], inst);
+	}
+	return inst;
+}
+
+/* Under lock: the series for attrs, counted as used by one more meter. */
+static struct nl_series *series_for(enum inst_id id, const struct nl_attr *attrs, size_t n)
+{
+	struct nl_instrument *inst = instrument(id);
+	if (!inst)
+		return NULL;
+	struct nl_series *s = nl_series_get(inst, attrs, n);
+	if (!s || !series_ref(s))
+		return NULL;
+	return s;
+}
+
+static struct nl_series *plain_series(struct nemolens_meter *m, enum inst_id id)
+{
+	struct nl_series *s = atomic_load_explicit(&m->plain[id], memory_order_acquire);
+	if (s)
+		return s;
+	lock_lens();
+	/* Checked under the lock: release clears `live` under it. */
+	if (atomic_load(&m->live) && !(s = atomic_load(&m->plain[id])) && (s = series_for(id, NULL, 0)))
+		atomic_store_explicit(&m->plain[id], s, memory_order_release);
+	unlock_lens();
+	return s;
+}
+
+static void apply(enum inst_id id, struct nl_series *s, double v, int64_t iv)
+{
+	switch (defs[id].kind) {
+	case NL_HISTOGRAM:
+		nl_hist_record(atomic_load_explicit(&insts[id], memory_order_relaxed), s, v);
+		break;
+	case NL_GAUGE:
+		nl_gauge_set(s, v);
+		break;
+	case NL_GAUGE_INT:
+		nl_gauge_set_int(s, iv);
+		break;
+	case NL_COUNTER:
+		break;
+	}
+}
+
+static bool is_set(const void *flag) { return *(const unsigned char *)flag != 0; }
+
+/* Values a duration or size histogram takes: finite and not negative. */
+static bool valid_nonneg(double v) { return isfinite(v) && v >= 0; }
+
+#define HAS(T, f, n) (offsetof(T, f) + sizeof(((T *)0)->f) <= (n))
+
+/* Records an optional double to an attribute-less instrument. */
+static bool record_f64(struct nemolens_meter *m, enum inst_id id, const struct nemolens_opt_f64 *o, bool nonneg)
+{
+	if (!is_set(&o->set))
+		return false;
+	double v = o->value;
+	if (nonneg ? !valid_nonneg(v) : !isfinite(v))
+		return false;
+	struct nl_series *s = plain_series(m, id);
+	if (!s)
+		return false;
+	apply(id, s, v, 0);
+	return true;
+}
+
+API void nemolens_record_rl(nemolens_meter *meter, const struct nemolens_rl_metrics *values, size_t size)
+{
+	if (!atomic_load_explicit(&nl_recording, memory_order_relaxed) || !values || size == 0)
+		return;
+	struct nemolens_rl_metrics v;
+	size_t n = size < sizeof v ? size : sizeof v;
+	memset(&v, 0, sizeof v);
+	memcpy(&v, values, n);
+	struct nemolens_meter *m = enter(meter);
+	if (!m)
+		return;
+	typedef struct nemolens_rl_metrics T;
+	bool any = false;
+#define F(field, id, nonneg)                                        \
+	if (HAS(T, field, n))                                       \
+		any |= record_f64(m, id, &v.field, nonneg);
+	F(reward_mean, I_RL_REWARD_MEAN, false)
+	F(kl_divergence, I_RL_KL, false)
+	F(policy_loss, I_RL_POLICY_LOSS, false)
+	F(value_loss, I_RL_VALUE_LOSS, false)
+	F(entropy, I_RL_ENTROPY, false)
+	F(response_length_mean, I_RL_RESPONSE_LENGTH, false)
+	F(grad_norm, I_RL_GRAD_NORM, false)
+	F(learning_rate, I_RL_LEARNING_RATE, false)
+	F(throughput_tokens_per_sec, I_RL_THROUGHPUT, false)
+	F(generation_duration_ms, I_RL_GENERATION_MS, true)
+	F(rollout_duration_ms, I_RL_ROLLOUT_MS, true)
+#undef F
+	leave(m);
+	if (any)
+		nl_runtime_kick();
+}
+
+API void nemolens_record_gym(nemolens_meter *meter, const struct nemolens_gym_metrics *values, size_t size)
+{
+	if (!atomic_load_explicit(&nl_recording, memory_order_relaxed) || !values || size == 0)
+		return;
+	struct nemolens_gym_metrics v;
+	size_t n = size < sizeof v ? size : sizeof v;
+	memset(&v, 0, sizeof v);
+	memcpy(&v, values, n);
+	struct nemolens_meter *m = enter(meter);
+	if (!m)
+		return;
+	typedef struct nemolens_gym_metrics T;
+	bool any = false;
+	if (HAS(T, server_request_duration_ms, n))
+		any |= record_f64(m, I_GYM_REQUEST_MS, &v.server_request_duration_ms, true);
+	if (HAS(T, rollout_duration_ms, n))
+		any |= record_f64(m, I_GYM_ROLLOUT_MS, &v.rollout_duration_ms, true);
+	if (HAS(T, verify_duration_ms, n))
+		any |= record_f64(m, I_GYM_VERIFY_MS, &v.verify_duration_ms, true);
+	if (HAS(T, verify_success_rate, n))
+		any |= record_f64(m, I_GYM_SUCCESS_RATE, &v.verify_success_rate, false);
+	if (HAS(T, active_servers, n) && is_set(&v.active_servers.set) && v.active_servers.value >= 0) {
+		struct nl_series *s = plain_series(m, I_GYM_SERVERS_ACTIVE);
+		if (s) {
+			apply(I_GYM_SERVERS_ACTIVE, s, 0, v.active_servers.value);
+			any = true;
+		}
+	}
+	leave(m);
+	if (any)
+		nl_runtime_kick();
+}
+
+/* ---- inference ---------------------------------------------------------------- */
+
+/* FNV-1a over at most MAX_STR bytes of s (NULL hashes differently from ""). */
+static uint64_t hash_str(uint64_t h, const char *s)
+{
+	if (!s)
+		return (h ^ 0xff) * 0x100000001b3ull;
+	for (size_t i = 0; i < MAX_STR && s[i]; i++)
+		h = (h ^ (unsigned char)s[i]) * 0x100000001b3ull;
+	return (h ^ 0) * 0x100000001b3ull;
+}
+
+static bool key_eq(const char *key, const char *s)
+{
+	if (!key || !s)
+		return key == s;
+	return strncmp(key, s, MAX_STR) == 0;
+}
+
+static struct attrset *find_set(struct nemolens_meter *m, uint64_t h, const char *op, const char *provider,
+				const char *model)
+{
+	for (struct attrset *e = atomic_load_explicit(&m->sets[h % N_BUCKETS], memory_order_acquire); e;
+	     e = e->next)
+		if (e->hash == h && key_eq(e->op, op) && key_eq(e->provider, provider) && key_eq(e->model, model))
+			return e;
+	return NULL;
+}
+
+static char *key_dup(const char *s) { return s ? strndup(s, MAX_STR) : NULL; }
+
+static struct attrset *new_set(uint64_t h, const char *op, const char *provider, const char *model)
+{
+	struct attrset *e = calloc(1, sizeof *e);
+	if (!e)
+		return NULL;
+	e->hash = h;
+	e->op = key_dup(op);
+	e->provider = key_dup(provider);
+	e->model = key_dup(model);
+	if (e->op && e->provider && (!model || e->model)) {
+		e->a_op = nl_utf8_sanitized_dup(e->op);
+		e->a_provider = nl_utf8_sanitized_dup(e->provider);
+		e->a_model = model ? nl_utf8_sanitized_dup(e->model) : NULL;
+		if (e->a_op && e->a_provider && (!model || e->a_model))
+			return e;
+	}
+	free_attrset(e);
+	return NULL;
+}
+
+/* The meter's entry for this attribute set, created on first use. */
+static struct attrset *attr_set(struct nemolens_meter *m, const char *op, const char *provider, const char *model)
+{
+	uint64_t h = hash_str(hash_str(hash_str(0xcbf29ce484222325ull, op), provider), model);
+	struct attrset *e = find_set(m, h, op, provider, model);
+	if (e)
+		return e;
+	lock_lens();
+	if (atomic_load(&m->live) && !(e = find_set(m, h, op, provider, model))) {
+		if (m->n_sets < MAX_SETS) {
+			if ((e = new_set(h, op, provider, model))) {
+				e->next = atomic_load(&m->sets[h % N_BUCKETS]);
+				atomic_store_explicit(&m->sets[h % N_BUCKETS], e, memory_order_release);
+				m->n_sets++;
+			}
+		} else {
+			/* Too many attribute sets: everything new shares the overflow series. */
+			if (!m->overflow && (m->overflow = calloc(1, sizeof *m->overflow))) {
+				for (int k = 0; k < N_SET_SERIES; k++) {
+					enum inst_id id = k == S_DURATION ? I_REQUEST_DURATION : I_TOKEN_USAGE;
+					struct nl_instrument *inst = instrument(id);
+					if (inst && series_ref(&inst->overflow))
+						atomic_store(&m->overflow->series[k], &inst->overflow);
+				}
+			}
+			e = m->overflow;
+		}
+	}
+	unlock_lens();
+	return e;
+}
+
+static struct nl_series *set_series(struct nemolens_meter *m, struct attrset *e, int k)
+{
+	struct nl_series *s = atomic_load_explicit(&e->series[k], memory_order_acquire);
+	if (s)
+		return s;
+	lock_lens();
+	if (atomic_load(&m->live) && !(s = atomic_load(&e->series[k]))) {
+		struct nl_attr a[4];
+		size_t n = 0;
+		a[n++] = NL_ATTR_S("gen_ai.operation.name", e->a_op);
+		a[n++] = NL_ATTR_S("gen_ai.provider.name", e->a_provider);
+		if (e->a_model)
+			a[n++] = NL_ATTR_S("gen_ai.request.model", e->a_model);
+		if (k != S_DURATION)
+			a[n++] = NL_ATTR_S("gen_ai.token.type", k == S_INPUT ? "input" : "output");
+		s = series_for(k == S_DURATION ? I_REQUEST_DURATION : I_TOKEN_USAGE, a, n);
+		if (s)
+			atomic_store_explicit(&e->series[k], s, memory_order_release);
+	}
+	unlock_lens();
+	return s;
+}
+
+static bool record_in_set(struct nemolens_meter *m, struct attrset *e, int k, double v)
+{
+	struct nl_series *s = set_series(m, e, k);
+	if (!s)
+		return false;
+	apply(k == S_DURATION ? I_REQUEST_DURATION : I_TOKEN_USAGE, s, v, 0);
+	return true;
+}
+
+static const char *or_default(const char *s, const char *dflt) { return s && *s ? s : dflt; }
+
+API void nemolens_record_inference(nemolens_meter *meter, const struct nemolens_inference_metrics *values,
+				   size_t size)
+{
+	if (!atomic_load_explicit(&nl_recording, memory_order_relaxed) || !values || size == 0)
+		return;
+	struct nemolens_inference_metrics v;
+	size_t n = size < sizeof v ? size : sizeof v;
+	memset(&v, 0, sizeof v);
+	memcpy(&v, values, n);
+	typedef struct nemolens_inference_metrics T;
+	bool dur = HAS(T, request_duration_s, n) && is_set(&v.request_duration_s.set) &&
+		   valid_nonneg(v.request_duration_s.value);
+	bool in = HAS(T, input_tokens, n) && is_set(&v.input_tokens.set) && v.input_tokens.value >= 0;
+	bool out = HAS(T, output_tokens, n) && is_set(&v.output_tokens.set) && v.output_tokens.value >= 0;
+	if (!dur && !in && !out)
+		return;
+	const char *model = HAS(T, model, n) && v.model && *v.model ? v.model : NULL;
+	const char *op = or_default(HAS(T, operation_name, n) ? v.operation_name : NULL, DEFAULT_OPERATION);
+	const char *provider = or_default(HAS(T, provider_name, n) ? v.provider_name : NULL, DEFAULT_PROVIDER);
+
+	struct nemolens_meter *m = enter(meter);
+	if (!m)
+		return;
+	bool any = false;
+	struct attrset *e = attr_set(m, op, provider, model);
+	if (e) {
+		if (dur)
+			any |= record_in_set(m, e, S_DURATION, v.request_duration_s.value);
+		if (in)
+			any |= record_in_set(m, e, S_INPUT, (double)v.input_tokens.value);
+		if (out)
+			any |= record_in_set(m, e, S_OUTPUT, (double)v.output_tokens.value);
+	}
+	leave(m);
+	if (any)
+		nl_runtime_kick();
+}
