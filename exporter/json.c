@@ -17,6 +17,7 @@
 #include <string.h>
 
 #include "log.h"
+#include "utf8.h"
 
 struct jbuf {
 	char *p;
@@ -62,34 +63,6 @@ static void jb_char(struct jbuf *b, char c) { jb_put(b, &c, 1); }
 
 /* ---- Scalars -------------------------------------------------------------- */
 
-/* Length of the well-formed UTF-8 sequence at s (1..4), or 0 if the bytes at s
- * do not start one; then *bad_len is the maximal ill-formed prefix that one
- * U+FFFD replaces (the Unicode "maximal subpart" practice, as Python does). */
-static size_t utf8_seq(const unsigned char *s, size_t n, size_t *bad_len)
-{
-	unsigned char c = s[0], lo = 0x80, hi = 0xBF;
-	size_t need;
-	*bad_len = 1;
-	if (c < 0x80)
-		return 1;
-	if (c >= 0xC2 && c <= 0xDF)
-		need = 1;
-	else if (c >= 0xE0 && c <= 0xEF)
-		need = 2, lo = c == 0xE0 ? 0xA0 : 0x80, hi = c == 0xED ? 0x9F : 0xBF;
-	else if (c >= 0xF0 && c <= 0xF4)
-		need = 3, lo = c == 0xF0 ? 0x90 : 0x80, hi = c == 0xF4 ? 0x8F : 0xBF;
-	else
-		return 0;
-	for (size_t i = 1; i <= need; i++) {
-		unsigned char min = i == 1 ? lo : 0x80, max = i == 1 ? hi : 0xBF;
-		if (i >= n || s[i] < min || s[i] > max) {
-			*bad_len = i;
-			return 0;
-		}
-	}
-	return need + 1;
-}
-
 /* A JSON string literal; NULL is the empty string. Output is always valid
  * JSON whatever the bytes: controls are escaped, bad UTF-8 becomes U+FFFD. */
 static void jb_string(struct jbuf *b, const char *s)
@@ -100,7 +73,7 @@ static void jb_string(struct jbuf *b, const char *s)
 	jb_char(b, '"');
 	for (size_t i = 0; i < n;) {
 		unsigned char c = u[i];
-		size_t len = utf8_seq(u + i, n - i, &bad);
+		size_t len = nl_utf8_seq(u + i, n - i, &bad);
 		if (c == '"' || c == '\\') {
 			char esc[2] = { '\\', (char)c };
 			jb_put(b, esc, 2);

@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "log.h"
+#include "utf8.h"
 #include "opentelemetry/proto/collector/metrics/v1/metrics_service.pb-c.h"
 
 typedef Opentelemetry__Proto__Collector__Metrics__V1__ExportMetricsServiceRequest Request;
@@ -89,34 +90,6 @@ static void arena_free(struct arena *a)
 
 /* ---- Strings -------------------------------------------------------------- */
 
-/* Length of the well-formed UTF-8 sequence at s (1..4), or 0 if the bytes at s
- * do not start one. *bad_len gets the length of the maximal ill-formed prefix
- * to replace with one U+FFFD, as Unicode recommends. */
-static size_t utf8_seq(const unsigned char *s, size_t n, size_t *bad_len)
-{
-	unsigned char c = s[0], lo = 0x80, hi = 0xBF;
-	size_t need;
-	*bad_len = 1;
-	if (c < 0x80)
-		return 1;
-	if (c >= 0xC2 && c <= 0xDF)
-		need = 1;
-	else if (c >= 0xE0 && c <= 0xEF)
-		need = 2, lo = c == 0xE0 ? 0xA0 : 0x80, hi = c == 0xED ? 0x9F : 0xBF;
-	else if (c >= 0xF0 && c <= 0xF4)
-		need = 3, lo = c == 0xF0 ? 0x90 : 0x80, hi = c == 0xF4 ? 0x8F : 0xBF;
-	else
-		return 0;
-	for (size_t i = 1; i <= need; i++) {
-		unsigned char min = i == 1 ? lo : 0x80, max = i == 1 ? hi : 0xBF;
-		if (i >= n || s[i] < min || s[i] > max) {
-			*bad_len = i;
-			return 0;
-		}
-	}
-	return need + 1;
-}
-
 /* Protobuf strings must be UTF-8, and a collector rejects the whole request
  * (HTTP 400) over one bad byte in, say, a file path attribute. So strings are
  * passed through when valid and copied with U+FFFD replacements otherwise. */
@@ -127,7 +100,7 @@ static char *wire_string(struct arena *a, const char *s)
 	size_t n = strlen(s), bad, extra = 0;
 	const unsigned char *u = (const unsigned char *)s;
 	for (size_t i = 0; i < n;) {
-		size_t len = utf8_seq(u + i, n - i, &bad);
+		size_t len = nl_utf8_seq(u + i, n - i, &bad);
 		if (len) {
 			i += len;
 		} else {
@@ -142,7 +115,7 @@ static char *wire_string(struct arena *a, const char *s)
 		return NULL;
 	size_t o = 0;
 	for (size_t i = 0; i < n;) {
-		size_t len = utf8_seq(u + i, n - i, &bad);
+		size_t len = nl_utf8_seq(u + i, n - i, &bad);
 		if (len) {
 			memcpy(out + o, s + i, len);
 			o += len;

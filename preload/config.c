@@ -1,4 +1,5 @@
 #include "config.h"
+#include "utf8.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -71,39 +72,10 @@ static int parse_seconds_as_ms(const char *s, long *out, long min_ms)
 bool nl_utf8_valid(const char *str, size_t n)
 {
 	const unsigned char *s = (const unsigned char *)str;
-	size_t i = 0;
-	while (i < n) {
-		unsigned char c = s[i];
-		size_t len;
-		unsigned int cp;
-		if (c < 0x80) {
-			i++;
-			continue;
-		} else if ((c & 0xE0) == 0xC0) {
-			len = 2;
-			cp = c & 0x1F;
-		} else if ((c & 0xF0) == 0xE0) {
-			len = 3;
-			cp = c & 0x0F;
-		} else if ((c & 0xF8) == 0xF0) {
-			len = 4;
-			cp = c & 0x07;
-		} else {
+	size_t bad, len;
+	for (size_t i = 0; i < n; i += len)
+		if ((len = nl_utf8_seq(s + i, n - i, &bad)) == 0)
 			return false;
-		}
-		if (i + len > n)
-			return false;
-		for (size_t k = 1; k < len; k++) {
-			if ((s[i + k] & 0xC0) != 0x80)
-				return false;
-			cp = (cp << 6) | (s[i + k] & 0x3F);
-		}
-		/* overlong forms, surrogates, beyond U+10FFFF */
-		if ((len == 2 && cp < 0x80) || (len == 3 && cp < 0x800) || (len == 4 && cp < 0x10000) ||
-		    (cp >= 0xD800 && cp <= 0xDFFF) || cp > 0x10FFFF)
-			return false;
-		i += len;
-	}
 	return true;
 }
 
