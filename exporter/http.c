@@ -27,6 +27,7 @@
 
 #include "clock.h"
 #include "log.h"
+#include "response.h"
 #include "opentelemetry/proto/collector/metrics/v1/metrics_service.pb-c.h"
 
 #ifndef NL_VERSION
@@ -38,7 +39,6 @@
 #define BACKOFF_MAX_MS 5000u
 #define SLICE_MS 10                     /* abort-flag polling period */
 #define NS_PER_MS 1000000u
-#define RETRY_AFTER_MAX_S 86400         /* keeps the ms arithmetic far from overflow */
 
 struct response {
 	char *data;
@@ -114,79 +114,6 @@ static char *redact_url(const char *url)
 	return out;
 }
 
-/* Printable ASCII of s (runs of spaces and anything else become one space),
- * trimmed and truncated: a server's message goes into a log line, not
- * arbitrary bytes or an HTML page's indentation. */
-static void printable_summary(const char *s, size_t n, char *out, size_t out_size)
-{
-	size_t o = 0;
-	bool gap = false;
-	for (size_t i = 0; i < n && o + 1 < out_size; i++) {
-		unsigned char c = (unsigned char)s[i];
-		if (c > 0x20 && c < 0x7F) {
-			if (gap && o > 0 && o + 2 < out_size)
-				out[o++] = ' ';
-			out[o++] = (char)c;
-			gap = false;
-		} else {
-			gap = true;
-		}
-	}
-	while (o > 0 && out[o - 1] == ' ')
-		o--;
-	out[o] = '\0';
-}
-
-static bool read_varint(const uint8_t **p, const uint8_t *end, uint64_t *v)
-{
-	*v = 0;
-	for (int shift = 0; shift < 64 && *p < end; shift += 7) {
-		uint8_t b = *(*p)++;
-		*v |= (uint64_t)(b & 0x7F) << shift;
-		if (!(b & 0x80))
-			return true;
-	}
-	return false;
-}
-
-/* The message (field 2) of a google.rpc.Status, which is what OTLP/HTTP
- * servers return with an error status. False if the body is not one. */
-static bool rpc_status_message(const uint8_t *p, size_t n, const char **msg, size_t *msg_len)
-{
-	const uint8_t *end = p + n;
-	bool found = false;
-	while (p < end) {
-		uint64_t key, v;
-		if (!read_varint(&p, end, &key))
-			return false;
-		switch (key & 7) {
-		case 0:
-			if (!read_varint(&p, end, &v))
-				return false;
-			break;
-		case 1:
-		case 5:
-			if ((size_t)(end - p) < ((key & 7) == 1 ? 8u : 4u))
-				return false;
-			p += (key & 7) == 1 ? 8 : 4;
-			break;
-		case 2:
-			if (!read_varint(&p, end, &v) || v > (uint64_t)(end - p))
-				return false;
-			if ((key >> 3) == 2) {
-				*msg = (const char *)p;
-				*msg_len = (size_t)v;
-				found = true;
-			}
-			p += v;
-			break;
-		default:
-			return false;
-		}
-	}
-	return found;
-}
-
 /* ---- curl callbacks ------------------------------------------------------ */
 
 /* Keeps at most RESPONSE_MAX bytes but always reports everything consumed: a
@@ -213,30 +140,6 @@ static size_t on_body(char *ptr, size_t size, size_t nmemb, void *userdata)
 	return n;
 }
 
-/* Retry-After is either delay-seconds or an HTTP-date. */
-static long parse_retry_after(const char *value, size_t n)
-{
-	char buf[64];
-	while (n && (*value == ' ' || *value == '\t'))
-		value++, n--;
-	while (n && (value[n - 1] == '\r' || value[n - 1] == '\n' || value[n - 1] == ' '))
-		n--;
-	if (n == 0 || n >= sizeof buf)
-		return -1;
-	memcpy(buf, value, n);
-	buf[n] = '\0';
-	if (strspn(buf, "0123456789") == n) {
-		long s = n > 6 ? RETRY_AFTER_MAX_S : atol(buf);
-		return (s > RETRY_AFTER_MAX_S ? RETRY_AFTER_MAX_S : s) * 1000;
-	}
-	time_t when = nl_curl.getdate(buf, NULL);
-	if (when == (time_t)-1)
-		return -1;
-	time_t now = time(NULL);
-	long s = when > now ? (long)(when - now) : 0;
-	return (s > RETRY_AFTER_MAX_S ? RETRY_AFTER_MAX_S : s) * 1000;
-}
-
 static size_t on_header(char *buf, size_t size, size_t nitems, void *userdata)
 {
 	struct response *r = userdata;
@@ -245,7 +148,7 @@ static size_t on_header(char *buf, size_t size, size_t nitems, void *userdata)
 	if (n >= 5 && memcmp(buf, "HTTP/", 5) == 0)
 		r->retry_after_ms = -1;  /* a new response (after a 100 Continue, say) */
 	else if (n > sizeof name - 1 && strncasecmp(buf, name, sizeof name - 1) == 0)
-		r->retry_after_ms = parse_retry_after(buf + sizeof name - 1, n - (sizeof name - 1));
+		r->retry_after_ms = nl_parse_retry_after(buf + sizeof name - 1, n - (sizeof name - 1));
 	return n;
 }
 
@@ -569,7 +472,7 @@ static void check_partial_success(struct nl_transport *t)
 	const Opentelemetry__Proto__Collector__Metrics__V1__ExportMetricsPartialSuccess *ps = r->partial_success;
 	if (ps && (ps->rejected_data_points > 0 || (ps->error_message && *ps->error_message))) {
 		char msg[200];
-		printable_summary(ps->error_message ? ps->error_message : "",
+		nl_printable_summary(ps->error_message ? ps->error_message : "",
 				  ps->error_message ? strlen(ps->error_message) : 0, msg, sizeof msg);
 		nl_warn_once("otlp.partial_success", "%s accepted metrics partially: %lld data points rejected%s%s",
 			     t->endpoint, (long long)ps->rejected_data_points, *msg ? ": " : "", msg);
@@ -586,10 +489,10 @@ static void error_summary(const struct response *r, char *out, size_t out_size)
 	out[0] = '\0';
 	if (r->len == 0)
 		return;
-	if (rpc_status_message((const uint8_t *)r->data, r->len, &msg, &msg_len))
-		printable_summary(msg, msg_len, out, out_size);
+	if (nl_rpc_status_message((const uint8_t *)r->data, r->len, &msg, &msg_len))
+		nl_printable_summary(msg, msg_len, out, out_size);
 	else
-		printable_summary(r->data, r->len, out, out_size);
+		nl_printable_summary(r->data, r->len, out, out_size);
 }
 
 static bool status_retryable(long status)
