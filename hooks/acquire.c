@@ -23,11 +23,10 @@ static void settle(int fd, enum nl_queue_outcome outcome)
 	struct nl_fd *e = nl_fd_lookup(fd);
 	if (!e)
 		return;
-	uint32_t expected = NL_FD_CONNECTING;
-	if (!atomic_compare_exchange_strong(&e->state, &expected, NL_FD_SOCKET))
+	if (!nl_fd_end_connecting(e))
 		return;
 	if (inode_of(fd) != e->inode) {
-		atomic_store(&e->state, NL_FD_UNTRACKED);
+		nl_fd_forget(fd);
 		return;
 	}
 	nl_conn_wait(e->dest, outcome, nl_monotonic_ns() - e->start_ns);
@@ -96,15 +95,17 @@ void nl_acq_connected(int fd, int what, unsigned long long t0_ns, int result, in
 	e->dest = what;
 	e->start_ns = t0_ns;
 	e->inode = inode_of(fd);
-	atomic_store_explicit(&e->state, NL_FD_CONNECTING, memory_order_release);
+	nl_fd_start_connecting(e);
 }
 
-void nl_acq_after_io(int fd, int ok, int err)
+void nl_acq_after_io(int fd, int ok)
 {
+	int err = errno;
 	if (ok)
 		settle(fd, NL_QUEUE_OK);
 	else if (err != EAGAIN && err != EWOULDBLOCK && err != EINTR && err != EALREADY && err != EINPROGRESS)
 		settle(fd, NL_QUEUE_ABANDONED);
+	errno = err;
 }
 
 void nl_acq_so_error(int fd, int so_error)
@@ -121,7 +122,13 @@ void nl_acq_so_error(int fd, int so_error)
 
 void nl_acq_release(int fd)
 {
-	if (nl_fd_state(fd) == NL_FD_CONNECTING)
+	struct nl_fd *e = nl_fd_lookup(fd);
+	if (!e)
+		return;
+	if (atomic_load_explicit(&e->state, memory_order_relaxed) == NL_FD_CONNECTING) {
+		int saved = errno;
 		settle(fd, probe(fd));
-	nl_fd_forget(fd);
+		errno = saved;
+	}
+	nl_fd_clear(e);
 }

@@ -29,21 +29,13 @@
 int nl_acq_classify(int fd, const struct sockaddr *addr, socklen_t len);
 /* After the real connect(): counts the attempt and starts or settles a wait. */
 void nl_acq_connected(int fd, int what, unsigned long long t0_ns, int result, int err);
-/* After I/O on an fd that is NL_FD_CONNECTING. */
-void nl_acq_after_io(int fd, int ok, int err);
+/* After I/O on an fd that was NL_FD_CONNECTING: ok is whether the call
+ * succeeded, errno is still the call's. Keeps errno. */
+void nl_acq_after_io(int fd, int ok) __attribute__((cold));
 /* After getsockopt(SO_ERROR) returned so_error on an NL_FD_CONNECTING fd. */
 void nl_acq_so_error(int fd, int so_error);
-/* The fd is going away (close, dup2 target, close_range): settle and forget. */
-void nl_acq_release(int fd);
-
-/* I/O hooks: settle a pending acquisition after the real call returned r. */
-#define NL_AFTER_IO(fd, r)                                                      \
-	do {                                                                    \
-		if (__builtin_expect(nl_fd_state(fd) == NL_FD_CONNECTING, 0)) { \
-			int nl_saved_errno_ = errno;                            \
-			nl_acq_after_io((fd), (r) >= 0, nl_saved_errno_);       \
-			errno = nl_saved_errno_;                                \
-		}                                                               \
-	} while (0)
+/* The fd is going away (close, dup2 target, close_range): settle what is
+ * pending, forget the fd. Keeps errno. */
+void nl_acq_release(int fd) __attribute__((cold));
 
 #endif

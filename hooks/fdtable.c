@@ -4,6 +4,7 @@
 #include <sys/mman.h>
 
 _Atomic(struct nl_fd *) nl_fd_chunks[NL_FD_CHUNKS];
+_Atomic unsigned nl_fd_connecting;
 __thread int nl_hooks_bypass __attribute__((tls_model("initial-exec")));
 
 struct nl_fd *nl_fd_get(int fd)
@@ -27,26 +28,55 @@ struct nl_fd *nl_fd_get(int fd)
 	return &chunk[(unsigned)fd & (NL_FD_CHUNK - 1)];
 }
 
+/* The one place a state is overwritten: keeps nl_fd_connecting exact. */
+static uint32_t set_state(struct nl_fd *e, uint32_t state)
+{
+	uint32_t old = atomic_exchange(&e->state, state);
+	if (old == NL_FD_CONNECTING)
+		atomic_fetch_sub(&nl_fd_connecting, 1);
+	return old;
+}
+
 void nl_fd_track(int fd)
 {
 	struct nl_fd *e = nl_fd_get(fd);
 	if (e)
-		atomic_store_explicit(&e->state, NL_FD_SOCKET, memory_order_release);
+		set_state(e, NL_FD_SOCKET);
 }
 
 void nl_fd_ignore(int fd)
 {
 	struct nl_fd *e = nl_fd_get(fd);
 	if (e)
-		atomic_store_explicit(&e->state, NL_FD_IGNORED, memory_order_release);
+		set_state(e, NL_FD_IGNORED);
+}
+
+uint32_t nl_fd_clear(struct nl_fd *e)
+{
+	if (atomic_load_explicit(&e->state, memory_order_relaxed) == NL_FD_UNTRACKED)
+		return NL_FD_UNTRACKED;
+	return set_state(e, NL_FD_UNTRACKED);
 }
 
 uint32_t nl_fd_forget(int fd)
 {
 	struct nl_fd *e = nl_fd_lookup(fd);
-	if (!e || atomic_load_explicit(&e->state, memory_order_relaxed) == NL_FD_UNTRACKED)
-		return NL_FD_UNTRACKED;
-	return atomic_exchange(&e->state, NL_FD_UNTRACKED);
+	return e ? nl_fd_clear(e) : NL_FD_UNTRACKED;
+}
+
+void nl_fd_start_connecting(struct nl_fd *e)
+{
+	if (atomic_exchange(&e->state, NL_FD_CONNECTING) != NL_FD_CONNECTING)
+		atomic_fetch_add(&nl_fd_connecting, 1);
+}
+
+int nl_fd_end_connecting(struct nl_fd *e)
+{
+	uint32_t expected = NL_FD_CONNECTING;
+	if (!atomic_compare_exchange_strong(&e->state, &expected, NL_FD_SOCKET))
+		return 0;
+	atomic_fetch_sub(&nl_fd_connecting, 1);
+	return 1;
 }
 
 void nl_fd_copy(int oldfd, int newfd)
@@ -64,6 +94,7 @@ void nl_fd_copy(int oldfd, int newfd)
 
 void nl_fd_atfork_child(void)
 {
+	atomic_store(&nl_fd_connecting, 0);
 	for (unsigned c = 0; c < NL_FD_CHUNKS; c++) {
 		struct nl_fd *chunk = atomic_load(&nl_fd_chunks[c]);
 		if (!chunk)

@@ -38,6 +38,11 @@ struct nl_fd {
 
 extern _Atomic(struct nl_fd *) nl_fd_chunks[NL_FD_CHUNKS];
 
+/* How many fds are NL_FD_CONNECTING right now. While it is 0 (nearly always),
+ * an I/O hook needs no table lookup at all. Every change of state goes
+ * through the functions below, which keep it exact. */
+extern _Atomic unsigned nl_fd_connecting;
+
 /* The entry of fd if its chunk exists, else NULL. */
 static inline struct nl_fd *nl_fd_lookup(int fd)
 {
@@ -54,6 +59,14 @@ static inline uint32_t nl_fd_state(int fd)
 	return e ? atomic_load_explicit(&e->state, memory_order_relaxed) : NL_FD_UNTRACKED;
 }
 
+/* True when an I/O call on fd may settle a pending acquisition: the only
+ * case in which an I/O hook does anything besides calling libc. */
+static inline int nl_fd_watched(int fd)
+{
+	return __builtin_expect(atomic_load_explicit(&nl_fd_connecting, memory_order_relaxed) != 0, 0) &&
+	       nl_fd_state(fd) == NL_FD_CONNECTING;
+}
+
 /* The entry of fd, mapping its chunk when needed; NULL when fd is out of range
  * or memory is short (the fd then goes untracked). */
 struct nl_fd *nl_fd_get(int fd);
@@ -64,6 +77,12 @@ void nl_fd_track(int fd);
 void nl_fd_ignore(int fd);
 /* Stops tracking fd; returns the state it had. */
 uint32_t nl_fd_forget(int fd);
+/* The same for an entry already looked up. */
+uint32_t nl_fd_clear(struct nl_fd *e);
+/* Marks e as connecting (its dest, start and inode set first). */
+void nl_fd_start_connecting(struct nl_fd *e);
+/* Connecting -> socket, once: true for the caller that made the change. */
+int nl_fd_end_connecting(struct nl_fd *e);
 /* Copies tracking from oldfd to newfd (dup and friends). */
 void nl_fd_copy(int oldfd, int newfd);
 

@@ -120,17 +120,13 @@ NL_EXPORT int getsockopt(int fd, int level, int name, void *val, socklen_t *len)
 
 NL_EXPORT int close(int fd)
 {
-	if (nl_fd_state(fd) != NL_FD_UNTRACKED) {
-		int saved = errno;
+	if (nl_fd_state(fd) != NL_FD_UNTRACKED)
 		nl_acq_release(fd);
-		errno = saved;
-	}
 	return NL_REAL(close)(fd);
 }
 
 static void release_range(unsigned first, unsigned last)
 {
-	int saved = errno;
 	for (unsigned c = first >> NL_FD_CHUNK_BITS; c < NL_FD_CHUNKS && c <= last >> NL_FD_CHUNK_BITS; c++) {
 		if (!atomic_load(&nl_fd_chunks[c]))
 			continue;   /* nothing tracked in this range */
@@ -139,7 +135,6 @@ static void release_range(unsigned first, unsigned last)
 			if (nl_fd_state((int)fd) != NL_FD_UNTRACKED)
 				nl_acq_release((int)fd);
 	}
-	errno = saved;
 }
 
 NL_EXPORT int close_range(unsigned first, unsigned last, int flags)
@@ -172,11 +167,8 @@ NL_EXPORT int dup(int oldfd)
 /* dup2/dup3 close newfd silently: settle what it had pending first. */
 static void before_dup_over(int oldfd, int newfd)
 {
-	if (oldfd != newfd && nl_fd_state(newfd) != NL_FD_UNTRACKED) {
-		int saved = errno;
+	if (oldfd != newfd && nl_fd_state(newfd) != NL_FD_UNTRACKED)
 		nl_acq_release(newfd);
-		errno = saved;
-	}
 }
 
 static void after_dup(int oldfd, int newfd, int r)

@@ -300,6 +300,12 @@ static bool inet_key(const struct sockaddr *sa, socklen_t len, int *family, unsi
 	return false;
 }
 
+/* Constant-size compares: the common IPv4 case is one load and compare. */
+static bool same_addr(const unsigned char *a, const unsigned char *b, int family)
+{
+	return family == AF_INET ? memcmp(a, b, 4) == 0 : memcmp(a, b, 16) == 0;
+}
+
 static bool prefix_match(const unsigned char *a, const unsigned char *b, int bits)
 {
 	int bytes = bits / 8, rest = bits % 8;
@@ -352,7 +358,7 @@ int nl_dest_match(const struct sockaddr *sa, socklen_t len)
 		case RULE_ANY_ADDR:
 			return r->dest;
 		case RULE_ADDR:
-			if (r->family == family && memcmp(r->addr, addr, family == AF_INET ? 4 : 16) == 0)
+			if (r->family == family && same_addr(r->addr, addr, family))
 				return r->dest;
 			break;
 		case RULE_NET:
