@@ -33,7 +33,12 @@
  * one core, default 1): a process whose last read cost c is read again only
  * after c / budget has passed (never more often than every sample), and when
  * the wanted reads of all processes together would exceed the budget, every
- * process's period is stretched by the same factor. Between reads the last
+ * process's period is stretched by the same factor. Reads also draw on a
+ * credit earned at the budget's rate (at most 10 s worth): a read predicted
+ * to cost more than 1 ms (from its last cost, or for a process never read
+ * from its RSS and the cost per byte seen so far) waits while the credit is
+ * spent, so that a burst of big new processes (a pool of forks of a big
+ * server) is spread out instead of read at once. Between reads the last
  * value of that (pid, start time) is reused. When any member has no PSS
  * value (not readable, no smaps_rollup on this kernel, budget 0), the tree's
  * PSS gauge is left out of that sample. Zombies count for nothing.
@@ -107,6 +112,15 @@ static uint64_t my_env_start, my_env_end;
 static uint64_t page_size = 4096;
 static uint64_t interval_ns;
 static double pss_budget = 0.01;        /* fraction of one core; 0 = no PSS */
+/* CPU time PSS reads may still spend now (negative: spent ahead), earned at
+ * pss_budget per second of wall time, at most CREDIT_CAP_S seconds' worth. */
+static double pss_credit_ns;
+static uint64_t credit_time_ns;
+/* Cost of a read per byte of RSS, learned from reads of big processes: it
+ * predicts the cost of a process never read yet. Starts at 25 ms per GiB. */
+static double pss_ns_per_byte = 25e6 / (1 << 30);
+#define CREDIT_CAP_S 10.0
+#define CHEAP_READ_NS 1000000u          /* reads predicted below 1 ms ignore the credit */
 static bool have_rollup = true;
 
 static struct nl_series *s_usage[2], *s_peak[2], *s_procs;
@@ -619,13 +633,19 @@ struct totals {
 
 /* Reads one member's PSS (through its /proc directory) when due, else
  * reuses the last value; stores the result in e. */
-static void member_pss(int dfd, const struct pss_entry *old, struct pss_entry *e, uint64_t now, double stretch,
-		       struct totals *t)
+static void member_pss(int dfd, uint64_t rss, const struct pss_entry *old, struct pss_entry *e, uint64_t now,
+		       double stretch, struct totals *t)
 {
 	if (old)
 		*e = *old;
 	bool due = !old || !old->has_pss || now - old->last_ns + interval_ns / 2 >= pss_period(old->cost_ns, stretch);
 	if (!due || pss_budget <= 0 || !have_rollup)
+		return;
+	/* An expensive read (a big process, or a fork of one that was never read)
+	 * waits until the budget has earned credit again: bursts of big reads,
+	 * such as a pool of forks of a big server, are spread out. */
+	double predicted = old && old->has_pss ? (double)old->cost_ns : (double)rss * pss_ns_per_byte;
+	if (predicted > CHEAP_READ_NS && pss_credit_ns <= 0)
 		return;
 	char buf[4096];
 	uint64_t c0 = thread_cpu_ns(), w0 = nl_monotonic_ns();
@@ -656,6 +676,21 @@ static void member_pss(int dfd, const struct pss_entry *old, struct pss_entry *e
 	e->pss = pss;
 	e->has_pss = true;
 	e->cost_ns = cost;
+	pss_credit_ns -= (double)cost;
+	if (rss >= (64u << 20))
+		pss_ns_per_byte = 0.7 * pss_ns_per_byte + 0.3 * ((double)cost / (double)rss);
+}
+
+/* Earns the credit of the time since the last sample. */
+static void pss_earn(uint64_t now)
+{
+	if (credit_time_ns) {
+		pss_credit_ns += pss_budget * (double)(now - credit_time_ns);
+		double cap = pss_budget * CREDIT_CAP_S * 1e9;
+		if (pss_credit_ns > cap)
+			pss_credit_ns = cap;
+	}
+	credit_time_ns = now;
 }
 
 /* RSS of the process behind dfd, in bytes; -1 when it cannot be read. */
@@ -688,6 +723,7 @@ static void sample_tree(size_t n_members, uint64_t now, struct totals *t)
 		return;
 	}
 	double stretch = pss_stretch();
+	pss_earn(now);
 	size_t n_next = 0;
 	for (size_t i = 0; i < n_members; i++) {
 		const struct member *m = &members[i];
@@ -715,7 +751,7 @@ static void sample_tree(size_t n_members, uint64_t now, struct totals *t)
 		}
 		struct pss_entry *e = &next_cache[n_next++];
 		*e = (struct pss_entry){ .pid = m->pid, .start = m->start };
-		member_pss(dfd, cache_find(m->pid, m->start), e, now, stretch, t);
+		member_pss(dfd, rss, cache_find(m->pid, m->start), e, now, stretch, t);
 		NL_REAL(close)(dfd);
 		t->count++;
 		t->rss += rss;
@@ -741,7 +777,7 @@ static void sample_tree(size_t n_members, uint64_t now, struct totals *t)
 static void gauge_clear(struct nl_series *s)
 {
 	if (s)
-		atomic_store_explicit(&s->has_value, false, memory_order_release);
+		nl_gauge_clear(s);
 }
 
 static void gauge_set(struct nl_series *s, uint64_t v)

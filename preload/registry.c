@@ -181,6 +181,8 @@ void nl_gauge_set_int(struct nl_series *s, int64_t v)
 	atomic_store_explicit(&s->has_value, true, memory_order_release);
 }
 
+void nl_gauge_clear(struct nl_series *s) { atomic_store_explicit(&s->has_value, false, memory_order_release); }
+
 size_t nl_hist_bucket(const double *bounds, size_t n_bounds, double v)
 {
 	size_t i = 0;

@@ -97,6 +97,8 @@ struct nl_series *nl_series_get(struct nl_instrument *inst, const struct nl_attr
 void nl_counter_add(struct nl_series *s, uint64_t n);
 void nl_gauge_set(struct nl_series *s, double v);
 void nl_gauge_set_int(struct nl_series *s, int64_t v);
+/* The gauge has no value now: left out of exports until set again. */
+void nl_gauge_clear(struct nl_series *s);
 void nl_hist_record(struct nl_instrument *inst, struct nl_series *s, double v);
 
 /* Index of the bucket that v falls in: bucket i holds (bounds[i-1], bounds[i]],

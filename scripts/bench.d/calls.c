@@ -1,0 +1,177 @@
+/* Callgrind driver for scripts/bench: N calls of one libc function in a loop.
+ *
+ *   calls OP N
+ *
+ * Every measured call goes through a noinline op_* function; scripts/bench runs
+ * this under `valgrind --tool=callgrind --toggle-collect=op_*`, so only the
+ * instructions executed inside those functions (the libc call, plus the shim's
+ * hook when it is preloaded) are counted, not startup, set-up or the loop's
+ * other calls. The same binary runs with and without LD_PRELOAD; the difference
+ * divided by N is what the shim adds per call.
+ *
+ * OPs (tracked = a TCP socket the shim tracks; untracked = an fd it does not):
+ *   connect        blocking connect to a loopback listener (done inside the call)
+ *   connect_nb     non-blocking connect (EINPROGRESS) + poll + getsockopt(SO_ERROR):
+ *                  the whole pending-acquisition path, settle included
+ *   close_tcp      close of a connected TCP socket
+ *   close_untracked close of an fd opened on /dev/null
+ *   send_tcp recv_tcp read_tcp write_tcp        on a connected loopback TCP pair
+ *   send_untracked recv_untracked               on an AF_UNIX socketpair
+ *   read_untracked write_untracked              on a pipe
+ * The listener's port is the one NEMOLENS_DESTINATIONS names: BENCH_PORT env.
+ */
+#define _GNU_SOURCE
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#define OP __attribute__((noinline, noclone, used))
+
+OP int op_connect(int fd, const struct sockaddr_in *a) { return connect(fd, (const struct sockaddr *)a, sizeof *a); }
+OP int op_connect_nb(int fd, const struct sockaddr_in *a)
+{
+	int r = connect(fd, (const struct sockaddr *)a, sizeof *a);
+	if (r != 0 && errno != EINPROGRESS)
+		return -1;
+	struct pollfd p = { .fd = fd, .events = POLLOUT };
+	poll(&p, 1, 1000);
+	int err = 0;
+	socklen_t len = sizeof err;
+	getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len);
+	return err ? -1 : 0;
+}
+OP int op_close(int fd) { return close(fd); }
+OP ssize_t op_send(int fd, const void *b, size_t n) { return send(fd, b, n, 0); }
+OP ssize_t op_recv(int fd, void *b, size_t n) { return recv(fd, b, n, 0); }
+OP ssize_t op_read(int fd, void *b, size_t n) { return read(fd, b, n); }
+OP ssize_t op_write(int fd, const void *b, size_t n) { return write(fd, b, n); }
+
+static void die(const char *what)
+{
+	perror(what);
+	exit(1);
+}
+
+static int listener(struct sockaddr_in *a)
+{
+	int l = socket(AF_INET, SOCK_STREAM, 0);
+	int one = 1;
+	setsockopt(l, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+	memset(a, 0, sizeof *a);
+	a->sin_family = AF_INET;
+	a->sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	const char *p = getenv("BENCH_PORT");
+	a->sin_port = htons(p ? atoi(p) : 0);
+	if (bind(l, (struct sockaddr *)a, sizeof *a) || listen(l, 4096))
+		die("listen");
+	socklen_t len = sizeof *a;
+	getsockname(l, (struct sockaddr *)a, &len);
+	return l;
+}
+
+/* Closing with an RST leaves no TIME_WAIT behind, so ports never run out. */
+static void rst_close(int fd)
+{
+	struct linger lg = { 1, 0 };
+	setsockopt(fd, SOL_SOCKET, SO_LINGER, &lg, sizeof lg);
+	close(fd);
+}
+
+static void tcp_pair(int l, const struct sockaddr_in *a, int *c, int *s)
+{
+	*c = socket(AF_INET, SOCK_STREAM, 0);
+	if (*c < 0 || connect(*c, (const struct sockaddr *)a, sizeof *a))
+		die("connect");
+	*s = accept(l, 0, 0);
+	if (*s < 0)
+		die("accept");
+	int one = 1;
+	setsockopt(*c, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+}
+
+int main(int argc, char **argv)
+{
+	if (argc < 3) {
+		fprintf(stderr, "usage: calls OP N\n");
+		return 2;
+	}
+	const char *op = argv[1];
+	long n = atol(argv[2]);
+	struct sockaddr_in a;
+	int l = listener(&a);
+	char buf[64] = { 0 };
+	long bad = 0;
+
+	if (!strcmp(op, "connect") || !strcmp(op, "connect_nb")) {
+		int nb = !strcmp(op, "connect_nb");
+		for (long i = 0; i < n; i++) {
+			int c = socket(AF_INET, SOCK_STREAM | (nb ? SOCK_NONBLOCK : 0), 0);
+			if ((nb ? op_connect_nb(c, &a) : op_connect(c, &a)) != 0)
+				bad++;
+			int s = accept(l, 0, 0);
+			rst_close(c);
+			close(s);
+		}
+	} else if (!strcmp(op, "close_tcp")) {
+		for (long i = 0; i < n; i++) {
+			int c, s;
+			tcp_pair(l, &a, &c, &s);
+			struct linger lg = { 1, 0 };
+			setsockopt(c, SOL_SOCKET, SO_LINGER, &lg, sizeof lg);
+			op_close(c);
+			close(s);
+		}
+	} else if (!strcmp(op, "close_untracked")) {
+		for (long i = 0; i < n; i++) {
+			int fd = open("/dev/null", O_RDONLY);
+			op_close(fd);
+		}
+	} else if (!strncmp(op, "send_", 5) || !strncmp(op, "recv_", 5) || !strncmp(op, "read_", 5) ||
+		   !strncmp(op, "write_", 6)) {
+		int tracked = strstr(op, "_tcp") != NULL;
+		int wr, rd;   /* one byte written on wr, read back on rd */
+		if (tracked) {
+			tcp_pair(l, &a, &wr, &rd);
+		} else if (!strncmp(op, "send_", 5) || !strncmp(op, "recv_", 5)) {
+			int sv[2];
+			if (socketpair(AF_UNIX, SOCK_STREAM, 0, sv))
+				die("socketpair");
+			wr = sv[0], rd = sv[1];
+		} else {
+			int p[2];
+			if (pipe(p))
+				die("pipe");
+			wr = p[1], rd = p[0];
+		}
+		int measure_write = !strncmp(op, "send_", 5) || !strncmp(op, "write_", 6);
+		int sock_api = !strncmp(op, "send_", 5) || !strncmp(op, "recv_", 5);
+		for (long i = 0; i < n; i++) {
+			ssize_t w, r;
+			if (measure_write)
+				w = sock_api ? op_send(wr, "x", 1) : op_write(wr, "x", 1);
+			else
+				w = sock_api ? send(wr, "x", 1, 0) : write(wr, "x", 1);
+			if (!measure_write)
+				r = sock_api ? op_recv(rd, buf, 1) : op_read(rd, buf, 1);
+			else
+				r = sock_api ? recv(rd, buf, 1, 0) : read(rd, buf, 1);
+			if (w != 1 || r != 1)
+				bad++;
+		}
+	} else {
+		fprintf(stderr, "calls: unknown op %s\n", op);
+		return 2;
+	}
+	if (bad)
+		fprintf(stderr, "calls: %ld of %ld iterations failed\n", bad, n);
+	printf("ok %s %ld\n", op, n);
+	return bad ? 1 : 0;
+}

@@ -1,0 +1,78 @@
+/* Memory subjects for scripts/bench.
+ *
+ *   conns idle          prints "ready", then waits for a signal
+ *   conns listen N      listens on a free loopback port, prints it, accepts and
+ *                       holds up to N connections, waits for a signal
+ *   conns hold N PORT   opens N blocking connections to 127.0.0.1:PORT, prints
+ *                       "ready", holds them and waits for a signal
+ *
+ * RLIMIT_NOFILE is raised to its hard limit first. scripts/bench reads VmRSS
+ * from /proc/PID/status once "ready" (or the port) is printed.
+ */
+#define _GNU_SOURCE
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+static void raise_nofile(void)
+{
+	struct rlimit rl;
+	if (getrlimit(RLIMIT_NOFILE, &rl) == 0) {
+		rl.rlim_cur = rl.rlim_max;
+		setrlimit(RLIMIT_NOFILE, &rl);
+	}
+}
+
+int main(int argc, char **argv)
+{
+	if (argc < 2)
+		return 2;
+	raise_nofile();
+	if (!strcmp(argv[1], "idle")) {
+		printf("ready\n");
+		fflush(stdout);
+		for (;;)
+			pause();
+	}
+	long n = argc > 2 ? atol(argv[2]) : 0;
+	struct sockaddr_in a = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+	if (!strcmp(argv[1], "listen")) {
+		int l = socket(AF_INET, SOCK_STREAM, 0);
+		int one = 1;
+		setsockopt(l, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+		if (bind(l, (struct sockaddr *)&a, sizeof a) || listen(l, 4096)) {
+			perror("listen");
+			return 1;
+		}
+		socklen_t len = sizeof a;
+		getsockname(l, (struct sockaddr *)&a, &len);
+		printf("%d\n", ntohs(a.sin_port));
+		fflush(stdout);
+		for (long i = 0; i < n; i++)
+			if (accept(l, 0, 0) < 0)
+				perror("accept");
+		for (;;)
+			pause();
+	}
+	if (!strcmp(argv[1], "hold") && argc > 3) {
+		a.sin_port = htons(atoi(argv[3]));
+		for (long i = 0; i < n; i++) {
+			int c = socket(AF_INET, SOCK_STREAM, 0);
+			if (c < 0 || connect(c, (struct sockaddr *)&a, sizeof a)) {
+				perror("connect");
+				return 1;
+			}
+		}
+		printf("ready\n");
+		fflush(stdout);
+		for (;;)
+			pause();
+	}
+	return 2;
+}

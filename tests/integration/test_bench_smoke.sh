@@ -1,0 +1,86 @@
+#!/usr/bin/env bash
+# Smoke test of scripts/bench: `scripts/bench --smoke` runs every section with
+# tiny iteration counts and must print the result table with every row (a row
+# may say n/a when a component is missing, and a missed target is a finding,
+# not a failure). Run by ctest with NL_SRC (the source tree) and NL_BIN (the
+# build's tests dir); the bench builds its own Release .so under NL_BIN.
+set -uo pipefail
+
+SRC=${NL_SRC:-$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)}
+if [ -n "${NL_SANITIZER_RUNTIME:-}" ]; then
+	# The bench builds and measures its own Release .so: a sanitizer build of
+	# the project adds nothing to this test but minutes.
+	echo "skipped: sanitizer build (the bench measures its own Release build)"
+	exit 0
+fi
+BUILD="${NL_BIN:-${TMPDIR:-/tmp}}/bench-smoke"
+OUT=$(mktemp "${TMPDIR:-/tmp}/bench-smoke.XXXXXX")
+trap 'rm -f "$OUT"' EXIT
+
+fail() {
+	echo "FAIL: $*" >&2
+	echo "---- output ----" >&2
+	cat "$OUT" >&2
+	exit 1
+}
+
+start=$SECONDS
+BENCH_BUILD_DIR="$BUILD" timeout 170 "$SRC/scripts/bench" --smoke >"$OUT" 2>&1
+rc=$?
+[ "$rc" -eq 0 ] || fail "scripts/bench --smoke exited with $rc"
+
+rows=(
+	"instr/call: connect, tracked dest (blocking, named rule)"
+	"instr/call: connect, tracked dest, non-blocking + SO_ERROR settle"
+	"instr/call: close, tracked TCP socket"
+	"instr/call: send, tracked TCP socket"
+	"instr/call: recv, tracked TCP socket"
+	"instr/call: read, tracked TCP socket"
+	"instr/call: write, tracked TCP socket"
+	"instr/call: close, untracked fd (/dev/null)"
+	"instr/call: send, untracked fd (socketpair)"
+	"instr/call: recv, untracked fd (socketpair)"
+	"instr/call: read, untracked fd (pipe)"
+	"instr/call: write, untracked fd (pipe)"
+	"wall: loopback connect+accept+close (tracked dest)"
+	"wall: socketpair 1-byte ping-pong (untracked)"
+	"wall: loopback TCP 1-byte ping-pong (tracked)"
+	"nginx keep-alive: throughput"
+	"nginx keep-alive: p99 latency"
+	"nginx connection per request: throughput"
+	"nginx connection per request: p99 latency"
+	"aiohttp -> uvicorn (client under shim): requests/s"
+	"node http server (b) under the shim: throughput"
+	"node http server (c) under OpenTelemetry auto-instrumentation: throughput"
+	"node: shim ahead of OpenTelemetry (ratio b / ratio c)"
+	"RSS added: idle process"
+	"RSS added: 10,000 open connections (after first export)"
+	"export of 10 series: CPU, bytes"
+	"export of 1,000 series: CPU, bytes"
+	"export of 2,000 series (cardinality cap): CPU, bytes"
+	"memory sampler: cost per sample"
+)
+
+# The final table starts at its header line; every row must be in it, once.
+table=$(awk '/^#  figure/ { on = 1 } on' "$OUT")
+[ -n "$table" ] || fail "no result table printed"
+for r in "${rows[@]}"; do
+	n=$(grep -cF -- "$r" <<<"$table")
+	[ "$n" -eq 1 ] || fail "table row '$r' appears $n times"
+done
+# Every row ends in a status: pass, miss, n/a, or nothing (figures without a target).
+grep -Eq '[0-9]+ figures; targets: [0-9]+ pass, [0-9]+ miss' <<<"$table" || fail "no summary line"
+nrows=$(grep -Eo '^[0-9]+ figures' <<<"$table" | grep -Eo '[0-9]+')
+[ "$nrows" -eq "${#rows[@]}" ] || fail "table has $nrows rows, expected ${#rows[@]}"
+# Rows that must have measured something here (all their tools are in the CI image).
+for r in "instr/call: read, untracked fd (pipe)" "wall: socketpair 1-byte ping-pong (untracked)" \
+	"RSS added: idle process" "export of 1,000 series: CPU, bytes"; do
+	grep -F -- "$r" <<<"$table" | grep -qv 'n/a' || fail "row '$r' measured nothing"
+done
+# The Markdown report with the machine description.
+MD="$BUILD/bench.md"
+[ -s "$MD" ] || fail "$MD not written"
+grep -q '^- CPU: ' "$MD" && grep -q '^- kernel: ' "$MD" && grep -q '^- date: ' "$MD" ||
+	fail "$MD lacks the machine description"
+[ "$(grep -c '^| ' "$MD")" -eq $((${#rows[@]} + 1)) ] || fail "$MD does not hold every row"
+echo "ok: bench smoke printed all ${#rows[@]} rows in $((SECONDS - start)) s"
