@@ -6,6 +6,7 @@
  */
 #include "runtime.h"
 
+#include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
@@ -322,9 +323,26 @@ static void atfork_child(void)
 
 /* ---- load and unload ---------------------------------------------------- */
 
+/* True when another copy of the runtime comes first in symbol lookup: a
+ * program that links libnemolens.so and also runs under the preloaded shim.
+ * Its API calls reach the preloaded copy, which then does all the work. */
+static bool another_copy_first(void)
+{
+	void *first = dlsym(RTLD_DEFAULT, "nemolens_meter_get");
+	Dl_info theirs, ours;
+	/* Compared by the object that defines them: taking our own function's
+	 * address would itself resolve to the first definition. */
+	return first && dladdr(first, &theirs) && dladdr((void *)another_copy_first, &ours) &&
+	       theirs.dli_fbase != ours.dli_fbase;
+}
+
 __attribute__((constructor)) static void nl_load(void)
 {
 	int saved = errno;
+	if (another_copy_first()) {
+		errno = saved;
+		return;
+	}
 	nl_real_init();
 	nl_config_load(&cfg, (nl_getenv_fn)getenv, program_invocation_short_name);
 	if (!cfg.enabled || !cfg.metrics_enabled) {
