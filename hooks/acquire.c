@@ -1,7 +1,6 @@
 #include "acquire.h"
 
 #include <errno.h>
-#include <sys/stat.h>
 
 #include "clock.h"
 #include "connmetrics.h"
@@ -9,27 +8,30 @@
 #include "real.h"
 #include "runtime.h"
 
-static uint64_t inode_of(int fd)
-{
-	struct stat st;
-	return fstat(fd, &st) == 0 && S_ISSOCK(st.st_mode) ? (uint64_t)st.st_ino : 0;
-}
-
-/* Ends the pending acquisition of fd, once. If the fd number now names
- * something else (the socket was closed behind libc's back and the number
- * reused), the acquisition is dropped, not recorded. */
+/* Ends the pending acquisition of fd, once. */
 static void settle(int fd, enum nl_queue_outcome outcome)
 {
 	struct nl_fd *e = nl_fd_lookup(fd);
-	if (!e)
-		return;
-	if (!nl_fd_end_connecting(e))
-		return;
-	if (inode_of(fd) != e->inode) {
-		nl_fd_forget(fd);
-		return;
-	}
-	nl_conn_wait(e->dest, outcome, nl_monotonic_ns() - e->start_ns);
+	if (e && nl_fd_end_connecting(e))
+		nl_conn_wait(e->dest, outcome, nl_monotonic_ns() - e->start_ns);
+}
+
+static int is_stream_socket(int fd)
+{
+	int type = 0;
+	socklen_t len = sizeof type;
+	return NL_REAL(getsockopt)(fd, SOL_SOCKET, SO_TYPE, &type, &len) == 0 && type == SOCK_STREAM;
+}
+
+/* A pending fd whose number no longer names a socket was closed behind libc's
+ * back and reused (by open, pipe, ...): its acquisition is dropped, not
+ * recorded. (Every way libc creates a socket resets the number's state.) */
+static int still_a_socket(int fd)
+{
+	if (is_stream_socket(fd))
+		return 1;
+	nl_fd_forget(fd);
+	return 0;
 }
 
 /* Whether a socket whose connect is pending has connected by now. */
@@ -43,13 +45,6 @@ static enum nl_queue_outcome probe(int fd)
 	    getpeername(fd, (struct sockaddr *)&peer, &plen) == 0)
 		return NL_QUEUE_OK;
 	return NL_QUEUE_ABANDONED;
-}
-
-static int is_stream_socket(int fd)
-{
-	int type = 0;
-	socklen_t len = sizeof type;
-	return NL_REAL(getsockopt)(fd, SOL_SOCKET, SO_TYPE, &type, &len) == 0 && type == SOCK_STREAM;
 }
 
 int nl_acq_classify(int fd, const struct sockaddr *addr, socklen_t len)
@@ -94,16 +89,16 @@ void nl_acq_connected(int fd, int what, unsigned long long t0_ns, int result, in
 		return;
 	e->dest = what;
 	e->start_ns = t0_ns;
-	e->inode = inode_of(fd);
 	nl_fd_start_connecting(e);
 }
 
 void nl_acq_after_io(int fd, int ok)
 {
 	int err = errno;
-	if (ok)
+	if (ok && still_a_socket(fd))
 		settle(fd, NL_QUEUE_OK);
-	else if (err != EAGAIN && err != EWOULDBLOCK && err != EINTR && err != EALREADY && err != EINPROGRESS)
+	else if (!ok && err != EAGAIN && err != EWOULDBLOCK && err != EINTR && err != EALREADY &&
+		 err != EINPROGRESS && still_a_socket(fd))
 		settle(fd, NL_QUEUE_ABANDONED);
 	errno = err;
 }
@@ -127,7 +122,8 @@ void nl_acq_release(int fd)
 		return;
 	if (atomic_load_explicit(&e->state, memory_order_relaxed) == NL_FD_CONNECTING) {
 		int saved = errno;
-		settle(fd, probe(fd));
+		if (still_a_socket(fd))
+			settle(fd, probe(fd));
 		errno = saved;
 	}
 	nl_fd_clear(e);

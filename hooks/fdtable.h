@@ -27,8 +27,6 @@ struct nl_fd {
 	_Atomic uint32_t state;
 	int32_t dest;           /* destination index while connecting */
 	uint64_t start_ns;      /* CLOCK_MONOTONIC at entry to connect() */
-	uint64_t inode;         /* the socket's inode while connecting: a number
-				   reused behind our back is not the same socket */
 };
 
 #define NL_FD_CHUNK_BITS 12
@@ -79,7 +77,7 @@ void nl_fd_ignore(int fd);
 uint32_t nl_fd_forget(int fd);
 /* The same for an entry already looked up. */
 uint32_t nl_fd_clear(struct nl_fd *e);
-/* Marks e as connecting (its dest, start and inode set first). */
+/* Marks e as connecting (its dest and start set first). */
 void nl_fd_start_connecting(struct nl_fd *e);
 /* Connecting -> socket, once: true for the caller that made the change. */
 int nl_fd_end_connecting(struct nl_fd *e);
