@@ -34,6 +34,8 @@ run() {   # run NAME COMMAND...: runs a step, remembers a failure
 mkdir -p build
 build build -DCMAKE_C_COMPILER=gcc -DCMAKE_BUILD_TYPE=RelWithDebInfo || exit 1
 run "tests (gcc build)" ctest --test-dir build --output-on-failure
+echo "Criterion:"
+grep -h "Synthesis:" build/Testing/Temporary/LastTest.log | sed 's/^/  /'
 
 build build-clang -DCMAKE_C_COMPILER=clang -DCMAKE_BUILD_TYPE=RelWithDebInfo || failed+=("clang build")
 
