@@ -202,7 +202,7 @@ static void start_thread(void)
 {
 	pthread_attr_t attr;
 	pthread_attr_init(&attr);
-	pthread_attr_setstacksize(&attr, 256 * 1024);
+	pthread_attr_setstacksize(&attr, 512 * 1024);
 	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
 	pthread_mutex_lock(&lock);
 	if (!thread_running && !stopping) {
@@ -240,6 +240,27 @@ void nl_runtime_kick(void)
 }
 
 /* ---- exit ---------------------------------------------------------------- */
+
+/* The exit flush runs on the program's own thread, with the program's signal
+ * mask: a write to a collector connection the peer has closed must not raise
+ * a SIGPIPE there. It is blocked for the export, and one that the export
+ * raised is taken off again before the mask is restored. */
+static void export_quietly(uint64_t deadline)
+{
+	sigset_t pipe_set, old, pending;
+	sigemptyset(&pipe_set);
+	sigaddset(&pipe_set, SIGPIPE);
+	pthread_sigmask(SIG_BLOCK, &pipe_set, &old);
+	sigpending(&pending);
+	bool was_pending = sigismember(&pending, SIGPIPE);
+	export_once(deadline, 0);
+	if (!was_pending) {
+		struct timespec zero = { 0, 0 };
+		while (sigtimedwait(&pipe_set, NULL, &zero) == SIGPIPE)
+			;
+	}
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+}
 
 static void flush_at_exit(void)
 {
@@ -279,7 +300,7 @@ static void flush_at_exit(void)
 	nl_memsampler_shutdown();
 	/* One attempt: retrying a collector that is down would only delay the exit. */
 	if (cfg.exporter != NL_EXPORTER_NONE)
-		export_once(deadline, 0);
+		export_quietly(deadline);
 	errno = saved;
 }
 
