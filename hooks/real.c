@@ -2,37 +2,73 @@
 
 #include <dlfcn.h>
 #include <errno.h>
+#include <stdarg.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
 /* Calling a function that no later object defines (close_range on an old
- * glibc, say) must behave as if the symbol were missing: ENOSYS. */
+ * glibc, say) must behave as if the call failed: ENOSYS. */
 static long missing(void)
 {
 	errno = ENOSYS;
 	return -1;
 }
 
-#define NL_REAL_DEFINE(ret, name, args)                                          \
-	nl_##name##_fn nl_real_##name##_ptr;                                     \
-	nl_##name##_fn nl_resolve_##name(void)                                   \
-	{                                                                        \
-		int saved = errno;                                               \
-		void *p = dlsym(RTLD_NEXT, #name);                               \
-		errno = saved;                                                   \
-		nl_##name##_fn f = p ? (nl_##name##_fn)p : (nl_##name##_fn)(void (*)(void))missing; \
-		__atomic_store_n(&nl_real_##name##_ptr, f, __ATOMIC_RELEASE);    \
-		return f;                                                        \
+static void *resolve(const char *name)
+{
+	int saved = errno;
+	void *p = dlsym(RTLD_NEXT, name);
+	errno = saved;
+	return p ? p : (void *)missing;
+}
+
+#define NL_REAL_RESOLVER(ret, name, ...)                                               \
+	nl_##name##_fn nl_resolve_##name(void)                                         \
+	{                                                                              \
+		nl_##name##_fn f = (nl_##name##_fn)resolve(#name);                     \
+		__atomic_store_n(&nl_real_##name##_ptr, f, __ATOMIC_RELEASE);          \
+		return f;                                                              \
 	}
+
+#define NL_REAL_DEFINE(ret, name, params, args)                                        \
+	NL_REAL_RESOLVER(ret, name)                                                    \
+	static ret first_##name params { return nl_resolve_##name() args; }            \
+	nl_##name##_fn nl_real_##name##_ptr = first_##name;
 NL_REAL_FUNCS(NL_REAL_DEFINE)
 #undef NL_REAL_DEFINE
 
+NL_REAL_FUNCS_BY_HAND(NL_REAL_RESOLVER)
+
+/* fcntl's third argument is an int or a pointer depending on the command;
+ * an unsigned long carries either unchanged on the ABIs glibc supports. */
+static int first_fcntl(int fd, int cmd, ...)
+{
+	va_list ap;
+	va_start(ap, cmd);
+	unsigned long arg = va_arg(ap, unsigned long);
+	va_end(ap);
+	return nl_resolve_fcntl()(fd, cmd, arg);
+}
+nl_fcntl_fn nl_real_fcntl_ptr = first_fcntl;
+
+static int first_fcntl64(int fd, int cmd, ...)
+{
+	va_list ap;
+	va_start(ap, cmd);
+	unsigned long arg = va_arg(ap, unsigned long);
+	va_end(ap);
+	return nl_resolve_fcntl64()(fd, cmd, arg);
+}
+nl_fcntl64_fn nl_real_fcntl64_ptr = first_fcntl64;
+
+static void first_closefrom(int fd) { nl_resolve_closefrom()(fd); }
+nl_closefrom_fn nl_real_closefrom_ptr = first_closefrom;
+
 void nl_real_init(void)
 {
-#define NL_REAL_RESOLVE(ret, name, args) \
-	if (!nl_real_##name##_ptr)       \
-		nl_resolve_##name();
+#define NL_REAL_RESOLVE(ret, name, ...) nl_resolve_##name();
 	NL_REAL_FUNCS(NL_REAL_RESOLVE)
+	NL_REAL_FUNCS_BY_HAND(NL_REAL_RESOLVE)
 #undef NL_REAL_RESOLVE
 }
 

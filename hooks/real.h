@@ -1,9 +1,12 @@
-/* The libc functions the hooks wrap, resolved with dlsym(RTLD_NEXT).
+/* The libc functions the hooks wrap, found with dlsym(RTLD_NEXT).
  *
- * All of them are resolved once by nl_real_init() from the constructor. A call
- * that arrives earlier (from another library's constructor) resolves its own
- * function on the spot. Each pointer is written at most once with the same
- * value, so racing resolutions are harmless.
+ * NL_REAL(connect)(fd, addr, len) calls libc's connect. Each pointer starts
+ * out at a small stub that resolves the real function on its first call and
+ * then calls it, so a call that arrives before the constructor (from another
+ * library's constructor) works, and a hook never needs a NULL check or a stack
+ * frame to make one: after nl_real_init() every call is one indirect jump.
+ * Pointers are written with the same value by whoever resolves them, so
+ * racing resolutions are harmless.
  */
 #ifndef NL_REAL_H
 #define NL_REAL_H
@@ -14,48 +17,59 @@
 #include <sys/types.h>
 #include <sys/uio.h>
 
-#define NL_REAL_FUNCS(X)                                                                      \
-	X(int, socket, (int, int, int))                                                       \
-	X(int, socketpair, (int, int, int, int *))                                            \
-	X(int, connect, (int, const struct sockaddr *, socklen_t))                            \
-	X(int, accept, (int, struct sockaddr *, socklen_t *))                                 \
-	X(int, accept4, (int, struct sockaddr *, socklen_t *, int))                           \
-	X(int, close, (int))                                                                  \
-	X(int, close_range, (unsigned, unsigned, int))                                        \
-	X(void, closefrom, (int))                                                             \
-	X(int, dup, (int))                                                                    \
-	X(int, dup2, (int, int))                                                              \
-	X(int, dup3, (int, int, int))                                                         \
-	X(int, fcntl, (int, int, ...))                                                        \
-	X(int, fcntl64, (int, int, ...))                                                      \
-	X(int, getsockopt, (int, int, int, void *, socklen_t *))                              \
-	X(ssize_t, read, (int, void *, size_t))                                               \
-	X(ssize_t, write, (int, const void *, size_t))                                        \
-	X(ssize_t, readv, (int, const struct iovec *, int))                                   \
-	X(ssize_t, writev, (int, const struct iovec *, int))                                  \
-	X(ssize_t, send, (int, const void *, size_t, int))                                    \
-	X(ssize_t, sendto, (int, const void *, size_t, int, const struct sockaddr *, socklen_t)) \
-	X(ssize_t, sendmsg, (int, const struct msghdr *, int))                                \
-	X(int, sendmmsg, (int, struct mmsghdr *, unsigned int, int))                          \
-	X(ssize_t, recv, (int, void *, size_t, int))                                          \
-	X(ssize_t, recvfrom, (int, void *, size_t, int, struct sockaddr *, socklen_t *))      \
-	X(ssize_t, recvmsg, (int, struct msghdr *, int))                                      \
-	X(int, recvmmsg, (int, struct mmsghdr *, unsigned int, int, struct timespec *))       \
-	X(ssize_t, __read_chk, (int, void *, size_t, size_t))                                 \
-	X(ssize_t, __recv_chk, (int, void *, size_t, size_t, int))                            \
-	X(ssize_t, __recvfrom_chk, (int, void *, size_t, size_t, int, struct sockaddr *, socklen_t *)) \
-	X(int, getaddrinfo, (const char *, const char *, const struct addrinfo *, struct addrinfo **))
+/* X(return type, name, parameters, arguments) */
+#define NL_REAL_FUNCS(X)                                                                               \
+	X(int, socket, (int a, int b, int c), (a, b, c))                                               \
+	X(int, socketpair, (int a, int b, int c, int *d), (a, b, c, d))                                \
+	X(int, connect, (int a, const struct sockaddr *b, socklen_t c), (a, b, c))                     \
+	X(int, accept, (int a, struct sockaddr *b, socklen_t *c), (a, b, c))                           \
+	X(int, accept4, (int a, struct sockaddr *b, socklen_t *c, int d), (a, b, c, d))                \
+	X(int, close, (int a), (a))                                                                    \
+	X(int, close_range, (unsigned a, unsigned b, int c), (a, b, c))                                \
+	X(int, dup, (int a), (a))                                                                      \
+	X(int, dup2, (int a, int b), (a, b))                                                           \
+	X(int, dup3, (int a, int b, int c), (a, b, c))                                                 \
+	X(int, getsockopt, (int a, int b, int c, void *d, socklen_t *e), (a, b, c, d, e))              \
+	X(ssize_t, read, (int a, void *b, size_t c), (a, b, c))                                        \
+	X(ssize_t, write, (int a, const void *b, size_t c), (a, b, c))                                 \
+	X(ssize_t, readv, (int a, const struct iovec *b, int c), (a, b, c))                            \
+	X(ssize_t, writev, (int a, const struct iovec *b, int c), (a, b, c))                           \
+	X(ssize_t, send, (int a, const void *b, size_t c, int d), (a, b, c, d))                        \
+	X(ssize_t, sendto, (int a, const void *b, size_t c, int d, const struct sockaddr *e, socklen_t f), \
+	  (a, b, c, d, e, f))                                                                          \
+	X(ssize_t, sendmsg, (int a, const struct msghdr *b, int c), (a, b, c))                         \
+	X(int, sendmmsg, (int a, struct mmsghdr *b, unsigned int c, int d), (a, b, c, d))              \
+	X(ssize_t, recv, (int a, void *b, size_t c, int d), (a, b, c, d))                              \
+	X(ssize_t, recvfrom, (int a, void *b, size_t c, int d, struct sockaddr *e, socklen_t *f),      \
+	  (a, b, c, d, e, f))                                                                          \
+	X(ssize_t, recvmsg, (int a, struct msghdr *b, int c), (a, b, c))                               \
+	X(int, recvmmsg, (int a, struct mmsghdr *b, unsigned int c, int d, struct timespec *e),        \
+	  (a, b, c, d, e))                                                                             \
+	X(ssize_t, __read_chk, (int a, void *b, size_t c, size_t d), (a, b, c, d))                     \
+	X(ssize_t, __recv_chk, (int a, void *b, size_t c, size_t d, int e), (a, b, c, d, e))           \
+	X(ssize_t, __recvfrom_chk, (int a, void *b, size_t c, size_t d, int e, struct sockaddr *f, socklen_t *g), \
+	  (a, b, c, d, e, f, g))                                                                       \
+	X(int, getaddrinfo, (const char *a, const char *b, const struct addrinfo *c, struct addrinfo **d), \
+	  (a, b, c, d))
 
-#define NL_REAL_DECLARE(ret, name, args)                    \
-	typedef ret(*nl_##name##_fn) args;                  \
+/* The ones whose first-call stub cannot be generated (variadic, or void) are
+ * written out in real.c. */
+#define NL_REAL_FUNCS_BY_HAND(X)                 \
+	X(int, fcntl, (int, int, ...))           \
+	X(int, fcntl64, (int, int, ...))         \
+	X(void, closefrom, (int))
+
+#define NL_REAL_DECLARE(ret, name, params, ...)             \
+	typedef ret(*nl_##name##_fn) params;                \
 	extern nl_##name##_fn nl_real_##name##_ptr;         \
 	nl_##name##_fn nl_resolve_##name(void);
 NL_REAL_FUNCS(NL_REAL_DECLARE)
+NL_REAL_FUNCS_BY_HAND(NL_REAL_DECLARE)
 #undef NL_REAL_DECLARE
 
-/* NL_REAL(connect)(fd, addr, len) calls libc's connect. */
-#define NL_REAL(name) (__builtin_expect(nl_real_##name##_ptr != 0, 1) ? nl_real_##name##_ptr : nl_resolve_##name())
+#define NL_REAL(name) (nl_real_##name##_ptr)
 
+/* Resolves every function now (from the constructor). */
 void nl_real_init(void);
 
 /* write(2) that bypasses the hooks; for the shim's own diagnostics. */
