@@ -185,16 +185,10 @@ void nl_gauge_clear(struct nl_series *s) { atomic_store_explicit(&s->has_value, 
 
 size_t nl_hist_bucket(const double *bounds, size_t n_bounds, double v)
 {
-	/* The first bound >= v, by binary search: bounds are sorted. */
-	size_t lo = 0, hi = n_bounds;
-	while (lo < hi) {
-		size_t mid = (lo + hi) / 2;
-		if (v > bounds[mid])
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
-	return lo;
+	size_t i = 0;
+	while (i < n_bounds && v > bounds[i])
+		i++;
+	return i;
 }
 
 static void cas_update(_Atomic uint64_t *cell, double v, int sign)
