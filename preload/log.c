@@ -5,6 +5,7 @@
 #include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "real.h"
@@ -15,6 +16,32 @@ static _Atomic int log_level = NL_LOG_WARN;
  * keys are still reported once... at the price of being reported again. */
 #define SEEN_MAX 128
 static _Atomic unsigned long seen[SEEN_MAX];
+
+static dev_t stderr_dev;
+static ino_t stderr_ino;
+static int stderr_known;
+
+void nl_log_init(void)
+{
+	struct stat st;
+	int saved = errno;
+	if (fstat(STDERR_FILENO, &st) == 0) {
+		stderr_dev = st.st_dev;
+		stderr_ino = st.st_ino;
+		stderr_known = 1;
+	}
+	errno = saved;
+}
+
+int nl_log_stderr_ok(void)
+{
+	struct stat st;
+	int saved = errno;
+	int ok = stderr_known && fstat(STDERR_FILENO, &st) == 0 && st.st_dev == stderr_dev &&
+		 st.st_ino == stderr_ino;
+	errno = saved;
+	return ok;
+}
 
 void nl_log_set_level(enum nl_log_level level) { atomic_store(&log_level, level); }
 enum nl_log_level nl_log_get_level(void) { return atomic_load(&log_level); }
@@ -54,6 +81,8 @@ void nl_log(enum nl_log_level level, const char *key, const char *fmt, ...)
 	if (key && !first_report(key) && current < NL_LOG_DEBUG)
 		return;
 
+	if (!nl_log_stderr_ok())
+		return;
 	int saved = errno;
 	char line[512];
 	int n = snprintf(line, sizeof line - 1, "nemolens: ");

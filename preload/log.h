@@ -10,6 +10,13 @@
 
 enum nl_log_level { NL_LOG_NONE, NL_LOG_ERROR, NL_LOG_WARN, NL_LOG_INFO, NL_LOG_DEBUG };
 
+/* Remembers what fd 2 is now (from the constructor). Programs may close
+ * stderr and reuse fd 2 for a socket or a file; the shim then never writes
+ * there, since its lines would corrupt the program's own data. */
+void nl_log_init(void);
+/* True when fd 2 is still the stderr the program started with. */
+int nl_log_stderr_ok(void);
+
 void nl_log_set_level(enum nl_log_level level);
 enum nl_log_level nl_log_get_level(void);
 

@@ -50,6 +50,8 @@ static struct nl_transport *transport;  /* owned by whoever exports: thread, or 
 static void write_console(const char *line, size_t len)
 {
 	int fd = STDERR_FILENO;
+	if (!cfg.console_path && !nl_log_stderr_ok())
+		return;   /* fd 2 is no longer the program's stderr */
 	if (cfg.console_path) {
 		fd = open(cfg.console_path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
 		if (fd < 0) {
@@ -365,6 +367,7 @@ __attribute__((constructor)) static void nl_load(void)
 		return;
 	}
 	nl_real_init();
+	nl_log_init();
 	nl_config_load(&cfg, (nl_getenv_fn)getenv, program_invocation_short_name);
 	if (!cfg.enabled || !cfg.metrics_enabled) {
 		errno = saved;

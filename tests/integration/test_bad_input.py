@@ -2,7 +2,9 @@
 the program behaves exactly as without the shim, warnings are one line per
 problem, memory stays bounded, and what can be counted still is."""
 import os
+import socket
 import subprocess
+import threading
 import sys
 import unittest
 
@@ -64,6 +66,36 @@ class BadInput(unittest.TestCase):
         self.assertEqual([pt.as_int for _, _, pt in self.sink.points(CONNECTS)], [1])
         self.assertEqual([(attrs(pt)["nemo.gym.http.connection_pool.queue_outcome"], pt.count)
                           for _, _, pt in self.sink.points(QUEUE)], [("ok", 1)])
+
+    def test_stderr_reused_as_a_socket_gets_no_warning(self):
+        # The program closes stderr and fd 2 becomes its connection to a server;
+        # the collector is down, so the shim has a warning to give, and must not
+        # put it into the program's connection.
+        srv = socket.socket()
+        srv.bind(("127.0.0.1", 0))
+        srv.listen(1)
+        received = []
+
+        def serve():
+            c, _ = srv.accept()
+            c.settimeout(10)
+            data = b""
+            while True:
+                chunk = c.recv(4096)
+                if not chunk:
+                    break
+                data += chunk
+            received.append(data)
+            c.close()
+        t = threading.Thread(target=serve, daemon=True)
+        t.start()
+        dead = f"http://127.0.0.1:{harness.refused_port()}/v1/metrics"
+        p = harness.run([ODD, "stderr", str(srv.getsockname()[1])],
+                        harness.shim_env(OTEL_EXPORTER_OTLP_METRICS_ENDPOINT=dead))
+        t.join(timeout=15)
+        srv.close()
+        self.assertEqual((p.returncode, p.stdout), (0, "stderr is a socket\n"))
+        self.assertEqual(received, [b"hello\n"])
 
     def test_hostile_environment(self):
         hostile = {

@@ -7,6 +7,8 @@
  *   odd_fds high OK_PORT     a socket moved to fd 5000 (dup2) connects there
  *   odd_fds bad OK_PORT      calls on invalid fds and arguments: prints every
  *                            return value and errno
+ *   odd_fds stderr PORT      closes stderr, and fd 2 becomes a socket connected to
+ *                            PORT; the shim's warnings must not go into it
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -100,6 +102,19 @@ static int bad(void)
 	return 0;
 }
 
+static int stderr_reused(void)
+{
+	close(STDERR_FILENO);
+	int fd = socket(AF_INET, SOCK_STREAM, 0);   /* takes the number 2 */
+	if (fd != STDERR_FILENO || connect(fd, (struct sockaddr *)&target, sizeof target) != 0)
+		return 2;
+	if (write(fd, "hello\n", 6) != 6)
+		return 2;
+	usleep(100 * 1000);
+	printf("stderr is a socket\n");
+	return 0;   /* exit: the shim's exit flush fails and would warn on fd 2 */
+}
+
 int main(int argc, char **argv)
 {
 	if (argc != 3)
@@ -113,5 +128,7 @@ int main(int argc, char **argv)
 		return high();
 	if (strcmp(argv[1], "bad") == 0)
 		return bad();
+	if (strcmp(argv[1], "stderr") == 0)
+		return stderr_reused();
 	return 2;
 }

@@ -163,6 +163,7 @@ static void capture_begin(void)
 	saved_stderr = dup(STDERR_FILENO);
 	cr_assert_geq(saved_stderr, 0);
 	cr_assert_geq(dup2(fileno(capture_file), STDERR_FILENO), 0);
+	nl_log_init();   /* the capture file is stderr now (see log.h) */
 }
 
 /* Restores stderr and returns what was written to it (malloc'd). */
@@ -170,6 +171,7 @@ static char *capture_end(void)
 {
 	fflush(stderr);
 	dup2(saved_stderr, STDERR_FILENO);
+	nl_log_init();
 	close(saved_stderr);
 	saved_stderr = -1;
 	fseek(capture_file, 0, SEEK_END);
