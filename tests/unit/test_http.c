@@ -20,6 +20,7 @@
 
 #include "clock.h"
 #include "export.h"
+#include "log.h"
 #include "opentelemetry/proto/collector/metrics/v1/metrics_service.pb-c.h"
 
 /* The test binary links the whole shim, whose constructor would record this
@@ -589,11 +590,13 @@ static void capture_begin(struct capture *c)
 	fflush(stderr);
 	c->saved = dup(2);
 	dup2(c->fd, 2);
+	nl_log_init();   /* the capture file is stderr now (see log.h) */
 }
 
 static const char *capture_end(struct capture *c)
 {
 	dup2(c->saved, 2);
+	nl_log_init();
 	close(c->saved);
 	ssize_t n = pread(c->fd, c->text, sizeof c->text - 1, 0);
 	c->text[n > 0 ? n : 0] = '\0';
