@@ -47,9 +47,11 @@ static enum nl_queue_outcome probe(int fd)
 	return NL_QUEUE_ABANDONED;
 }
 
-int nl_acq_classify(int fd, const struct sockaddr *addr, socklen_t len)
+int nl_acq_classify(int fd, const struct sockaddr *addr, socklen_t len, struct nl_fd **entry)
 {
-	uint32_t state = nl_fd_state(fd);
+	struct nl_fd *e = nl_fd_lookup(fd);
+	uint32_t state = e ? atomic_load_explicit(&e->state, memory_order_relaxed) : NL_FD_UNTRACKED;
+	*entry = e;
 	if (state == NL_FD_CONNECTING)
 		return NL_ACQ_RECHECK;
 	if (state == NL_FD_IGNORED || !addr || len < (socklen_t)sizeof(sa_family_t) || addr->sa_family == AF_UNSPEC)
@@ -65,11 +67,12 @@ int nl_acq_classify(int fd, const struct sockaddr *addr, socklen_t len)
 			return NL_DEST_NONE;
 		}
 		nl_fd_track(fd);
+		*entry = nl_fd_lookup(fd);
 	}
 	return dest;
 }
 
-void nl_acq_connected(int fd, int what, unsigned long long t0_ns, int result, int err)
+void nl_acq_connected(int fd, struct nl_fd *e, int what, unsigned long long t0_ns, int result, int err)
 {
 	if (what == NL_DEST_NONE)
 		return;
@@ -82,11 +85,8 @@ void nl_acq_connected(int fd, int what, unsigned long long t0_ns, int result, in
 	}
 	nl_conn_attempt(what);
 	nl_runtime_kick();
-	if (result == 0 || (err != EINPROGRESS && err != EINTR))
+	if (result == 0 || (err != EINPROGRESS && err != EINTR) || !e)
 		return;   /* finished inside the call, either way: no wait to record */
-	struct nl_fd *e = nl_fd_get(fd);
-	if (!e)
-		return;
 	e->dest = what;
 	e->start_ns = t0_ns;
 	nl_fd_start_connecting(e);

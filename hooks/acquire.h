@@ -25,10 +25,11 @@
 #define NL_ACQ_RECHECK (-2)   /* connect() on an fd whose acquisition is pending */
 
 /* Decides, before the real connect(), what this call is: a destination index,
- * NL_DEST_NONE (not counted) or NL_ACQ_RECHECK. */
-int nl_acq_classify(int fd, const struct sockaddr *addr, socklen_t len);
+ * NL_DEST_NONE (not counted) or NL_ACQ_RECHECK; *entry is fd's table entry
+ * (NULL when it has none), handed on to nl_acq_connected. */
+int nl_acq_classify(int fd, const struct sockaddr *addr, socklen_t len, struct nl_fd **entry);
 /* After the real connect(): counts the attempt and starts or settles a wait. */
-void nl_acq_connected(int fd, int what, unsigned long long t0_ns, int result, int err);
+void nl_acq_connected(int fd, struct nl_fd *entry, int what, unsigned long long t0_ns, int result, int err);
 /* After I/O on an fd that was NL_FD_CONNECTING: ok is whether the call
  * succeeded, errno is still the call's. Keeps errno. */
 void nl_acq_after_io(int fd, int ok) __attribute__((cold));

@@ -97,11 +97,12 @@ NL_EXPORT int connect(int fd, const struct sockaddr *addr, socklen_t len)
 		return NL_REAL(connect)(fd, addr, len);
 	/* classify can only change errno when fd is not a socket, and then the
 	 * real connect() fails with that same errno. */
-	int what = nl_acq_classify(fd, addr, len);
+	struct nl_fd *e;
+	int what = nl_acq_classify(fd, addr, len, &e);
 	uint64_t t0 = nl_monotonic_ns();
 	int r = NL_REAL(connect)(fd, addr, len);
 	int saved = errno;
-	nl_acq_connected(fd, what, t0, r, saved);
+	nl_acq_connected(fd, e, what, t0, r, saved);
 	errno = saved;
 	return r;
 }

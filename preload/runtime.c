@@ -38,7 +38,7 @@ static char user_agent[64];
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t wake;
 static pthread_t thread;
-static _Atomic bool thread_started;     /* also the "kick" flag */
+_Atomic bool nl_runtime_kicked;         /* the exporter thread was asked for */
 static bool thread_running;             /* under lock */
 static bool stopping;                   /* under lock */
 static _Atomic bool abort_send;         /* makes an in-flight export give up */
@@ -226,12 +226,10 @@ static void start_thread(void)
 	pthread_attr_destroy(&attr);
 }
 
-void nl_runtime_kick(void)
+void nl_runtime_start(void)
 {
-	if (atomic_load_explicit(&thread_started, memory_order_relaxed))
-		return;
 	bool expected = false;
-	if (!atomic_compare_exchange_strong(&thread_started, &expected, true))
+	if (!atomic_compare_exchange_strong(&nl_runtime_kicked, &expected, true))
 		return;
 	if (cfg.exporter == NL_EXPORTER_NONE)
 		return;
@@ -334,7 +332,7 @@ static void atfork_child(void)
 	pthread_condattr_destroy(&ca);
 	thread_running = false;
 	stopping = false;
-	atomic_store(&thread_started, false);
+	atomic_store(&nl_runtime_kicked, false);
 	atomic_store(&abort_send, false);
 	atomic_store(&flushed_at_exit, false);
 	transport = NULL;

@@ -10,7 +10,13 @@
 extern _Atomic bool nl_recording;
 
 /* Something was recorded: make sure the background exporter thread runs.
- * Cheap after the first call (one atomic load). */
-void nl_runtime_kick(void);
+ * After the first time, one atomic load. */
+extern _Atomic bool nl_runtime_kicked;
+void nl_runtime_start(void);
+static inline void nl_runtime_kick(void)
+{
+	if (!atomic_load_explicit(&nl_runtime_kicked, memory_order_relaxed))
+		nl_runtime_start();
+}
 
 #endif
