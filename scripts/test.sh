@@ -23,12 +23,16 @@ build() {   # build DIR [cmake args...]
 	cmake --build "$dir" -j"$jobs" >"$dir.build.log" 2>&1 || { tail -50 "$dir.build.log"; return 1; }
 }
 
+summary=$(mktemp)
+trap 'rm -f "$summary"' EXIT
+
 run() {   # run NAME COMMAND...: runs a step, remembers a failure
 	local name=$1
 	shift
 	echo
 	echo "== $name"
-	"$@" || failed+=("$name")
+	"$@" 2>&1 | tee -a "$summary"
+	[ "${PIPESTATUS[0]}" -eq 0 ] || failed+=("$name")
 }
 
 mkdir -p build
@@ -57,8 +61,9 @@ else
 fi
 
 echo
+# One closing line over every ctest run: "N passed, N failed".
+awk '/tests passed, [0-9]+ tests failed out of/ { f += $4; t += $NF } END { printf "tests: %d passed, %d failed\n", t - f, f }' "$summary"
 if ((${#failed[@]})); then
 	echo "FAILED: ${failed[*]}"
 	exit 1
 fi
-echo "all test steps passed"
