@@ -4,6 +4,7 @@ import socket
 import subprocess
 import threading
 import time
+import unittest
 
 SO = os.environ.get("NL_SO") or os.path.join(os.path.dirname(__file__), "../../build/libnemolens_preload.so")
 BIN = os.environ.get("NL_BIN") or os.path.join(os.path.dirname(__file__), "../../build/tests")
@@ -102,3 +103,24 @@ def shim_env(**extra):
 
 def run(args, env, timeout=60, **kw):
     return subprocess.run(args, env=env, capture_output=True, text=True, timeout=timeout, **kw)
+
+
+class ShimTestCase(unittest.TestCase):
+    """Tests that run programs under the shim against an OTLP sink, with a
+    loopback listener for the programs to connect to. The sink is emptied
+    (and its scripted answers dropped) before each test."""
+
+    @classmethod
+    def setUpClass(cls):
+        from otlp_sink import Sink
+        cls.listener = AcceptingListener()
+        cls.sink = Sink()
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.listener.close()
+        cls.sink.close()
+
+    def setUp(self):
+        self.sink.reset()
+        self.sink.script.clear()

@@ -10,7 +10,7 @@ import unittest
 
 sys.path.insert(0, os.path.dirname(__file__))
 import harness  # noqa: E402
-from otlp_sink import Sink, attrs  # noqa: E402
+from otlp_sink import attrs  # noqa: E402
 
 CONNECTS = "gym.http.connection_pool.connect_total"
 QUEUE = "gym.http.connection_pool.queue_duration_ms"
@@ -25,19 +25,7 @@ def plain_env():
     return env
 
 
-class BadInput(unittest.TestCase):
-    @classmethod
-    def setUpClass(cls):
-        cls.sink = Sink()
-        cls.listener = harness.AcceptingListener()
-
-    @classmethod
-    def tearDownClass(cls):
-        cls.sink.close()
-        cls.listener.close()
-
-    def setUp(self):
-        self.sink.reset()
+class BadInput(harness.ShimTestCase):
 
     def shim(self, **extra):
         return harness.shim_env(OTEL_EXPORTER_OTLP_METRICS_ENDPOINT=self.sink.url, **extra)

@@ -15,26 +15,12 @@ import unittest
 
 sys.path.insert(0, os.path.dirname(__file__))
 import harness  # noqa: E402
-from otlp_sink import Sink  # noqa: E402
 
 CONNECTS = "gym.http.connection_pool.connect_total"
 STEADY = os.path.join(harness.BIN, "steady_client")
 
 
-class CollectorFaults(unittest.TestCase):
-    @classmethod
-    def setUpClass(cls):
-        cls.listener = harness.AcceptingListener()
-        cls.sink = Sink()
-
-    @classmethod
-    def tearDownClass(cls):
-        cls.listener.close()
-        cls.sink.close()
-
-    def setUp(self):
-        self.sink.reset()
-        self.sink.script.clear()
+class CollectorFaults(harness.ShimTestCase):
 
     def steady(self, url, interval_ms=20, duration_ms=600, export_ms=100, **extra):
         env = harness.shim_env(OTEL_EXPORTER_OTLP_METRICS_ENDPOINT=url, OTEL_METRIC_EXPORT_INTERVAL=export_ms,

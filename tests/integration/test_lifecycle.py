@@ -11,7 +11,7 @@ import unittest
 
 sys.path.insert(0, os.path.dirname(__file__))
 import harness  # noqa: E402
-from otlp_sink import Sink, attrs  # noqa: E402
+from otlp_sink import attrs  # noqa: E402
 
 CONNECTS = "gym.http.connection_pool.connect_total"
 PROG = os.path.join(harness.BIN, "short_lived")
@@ -23,19 +23,7 @@ def timed(args, env):
     return p, time.monotonic() - t0
 
 
-class Lifecycle(unittest.TestCase):
-    @classmethod
-    def setUpClass(cls):
-        cls.listener = harness.AcceptingListener()
-        cls.sink = Sink()
-
-    @classmethod
-    def tearDownClass(cls):
-        cls.listener.close()
-        cls.sink.close()
-
-    def setUp(self):
-        self.sink.reset()
+class Lifecycle(harness.ShimTestCase):
 
     def args(self, n=4, ms=50):
         return [PROG, str(self.listener.port), str(n), str(ms)]

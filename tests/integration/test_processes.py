@@ -6,25 +6,12 @@ import unittest
 
 sys.path.insert(0, os.path.dirname(__file__))
 import harness  # noqa: E402
-from otlp_sink import Sink  # noqa: E402
 
 CONNECTS = "gym.http.connection_pool.connect_total"
 PROG = os.path.join(harness.BIN, "proc_tree")
 
 
-class Processes(unittest.TestCase):
-    @classmethod
-    def setUpClass(cls):
-        cls.listener = harness.AcceptingListener()
-        cls.sink = Sink()
-
-    @classmethod
-    def tearDownClass(cls):
-        cls.listener.close()
-        cls.sink.close()
-
-    def setUp(self):
-        self.sink.reset()
+class Processes(harness.ShimTestCase):
 
     def run_mode(self, mode, n):
         env = harness.shim_env(OTEL_EXPORTER_OTLP_METRICS_ENDPOINT=self.sink.url,
