@@ -13,7 +13,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "registry.h"
+#include "kv.h"
+#include "snapshot.h"
 
 /* Encodes snap as a protobuf ExportMetricsServiceRequest into a malloc'd buffer.
  * Returns 0, or -1 on OOM. */
@@ -22,11 +23,6 @@ int nl_otlp_encode(const struct nl_snapshot *snap, uint8_t **out, size_t *out_le
 /* Encodes snap as one line of OTLP/JSON (no trailing newline), malloc'd, NUL-terminated.
  * Returns 0, or -1 on OOM. */
 int nl_json_encode(const struct nl_snapshot *snap, char **out, size_t *out_len);
-
-struct nl_header {
-	char *name;
-	char *value;
-};
 
 struct nl_transport_config {
 	const char *url;                /* full URL, e.g. http://127.0.0.1:4318/v1/metrics */

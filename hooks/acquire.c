@@ -2,11 +2,12 @@
 
 #include <errno.h>
 
+#include "check.h"
 #include "clock.h"
 #include "connmetrics.h"
 #include "dest.h"
 #include "real.h"
-#include "runtime.h"
+#include "state.h"
 
 /* Ends the pending acquisition of fd, once. */
 static void settle(int fd, enum nl_queue_outcome outcome)
@@ -74,6 +75,7 @@ int nl_acq_classify(int fd, const struct sockaddr *addr, socklen_t len, struct n
 
 void nl_acq_connected(int fd, struct nl_fd *e, int what, unsigned long long t0_ns, int result, int err)
 {
+	NL_HOOK_SCOPE;
 	if (what == NL_DEST_NONE)
 		return;
 	if (what == NL_ACQ_RECHECK) {
@@ -94,17 +96,19 @@ void nl_acq_connected(int fd, struct nl_fd *e, int what, unsigned long long t0_n
 
 void nl_acq_after_io(int fd, int ok)
 {
+	NL_HOOK_SCOPE;
+	NL_KEEP_ERRNO;
 	int err = errno;
 	if (ok && still_a_socket(fd))
 		settle(fd, NL_QUEUE_OK);
 	else if (!ok && err != EAGAIN && err != EWOULDBLOCK && err != EINTR && err != EALREADY &&
 		 err != EINPROGRESS && still_a_socket(fd))
 		settle(fd, NL_QUEUE_ABANDONED);
-	errno = err;
 }
 
 void nl_acq_so_error(int fd, int so_error)
 {
+	NL_HOOK_SCOPE;
 	if (so_error != 0) {
 		settle(fd, NL_QUEUE_ABANDONED);
 		return;
@@ -121,10 +125,9 @@ void nl_acq_release(int fd)
 	if (!e)
 		return;
 	if (atomic_load_explicit(&e->state, memory_order_relaxed) == NL_FD_CONNECTING) {
-		int saved = errno;
+		NL_KEEP_ERRNO;
 		if (still_a_socket(fd))
 			settle(fd, probe(fd));
-		errno = saved;
 	}
 	nl_fd_clear(e);
 }

@@ -1,11 +1,11 @@
 /* getaddrinfo: the original, plus noting what the program resolved for the
  * hostnames that destination rules name (the shim does no DNS of its own). */
-#include <errno.h>
 #include <netdb.h>
 
+#include "check.h"
 #include "dest.h"
 #include "export_sym.h"
-#include "fdtable.h"
+#include "state.h"
 #include "real.h"
 
 NL_EXPORT int getaddrinfo(const char *node, const char *service, const struct addrinfo *hints,
@@ -13,9 +13,8 @@ NL_EXPORT int getaddrinfo(const char *node, const char *service, const struct ad
 {
 	int r = NL_REAL(getaddrinfo)(node, service, hints, res);
 	if (r == 0 && !nl_hooks_bypass) {
-		int saved = errno;
+		NL_KEEP_ERRNO;
 		nl_dest_note_resolved(node, *res);
-		errno = saved;
 	}
 	return r;
 }

@@ -3,9 +3,10 @@
 #include <errno.h>
 #include <sys/mman.h>
 
+#include "check.h"
+
 _Atomic(struct nl_fd *) nl_fd_chunks[NL_FD_CHUNKS];
 _Atomic unsigned nl_fd_connecting;
-__thread int nl_hooks_bypass __attribute__((tls_model("initial-exec")));
 
 struct nl_fd *nl_fd_get(int fd)
 {
@@ -13,10 +14,9 @@ struct nl_fd *nl_fd_get(int fd)
 	if (e || (unsigned)fd >= NL_FD_LIMIT)
 		return e;
 	/* mmap rather than malloc: async-signal-safe, and untouched pages cost no RSS. */
-	int saved = errno;
+	NL_KEEP_ERRNO;
 	size_t size = NL_FD_CHUNK * sizeof(struct nl_fd);
 	struct nl_fd *chunk = mmap(0, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-	errno = saved;
 	if (chunk == MAP_FAILED)
 		return 0;
 	struct nl_fd *expected = 0;

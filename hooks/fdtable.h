@@ -29,6 +29,9 @@ struct nl_fd {
 	uint64_t start_ns;      /* CLOCK_MONOTONIC at entry to connect() */
 };
 
+/* Two entries per cache line: the table's size and every lookup depend on it. */
+_Static_assert(sizeof(struct nl_fd) == 16, "struct nl_fd must stay 16 bytes");
+
 #define NL_FD_CHUNK_BITS 12
 #define NL_FD_CHUNK (1u << NL_FD_CHUNK_BITS)
 #define NL_FD_CHUNKS 256
@@ -86,9 +89,5 @@ void nl_fd_copy(int oldfd, int newfd);
 
 /* Fork child: pending connects belong to the parent's acquisitions. */
 void nl_fd_atfork_child(void);
-
-/* Set while the shim itself runs (exporter thread, exit flush): the hooks then
- * pass every call straight through, so the shim's own sockets are never counted. */
-extern __thread int nl_hooks_bypass __attribute__((tls_model("initial-exec")));
 
 #endif

@@ -20,11 +20,12 @@
 #include <unistd.h>
 
 #include "acquire.h"
+#include "check.h"
 #include "clock.h"
 #include "dest.h"
 #include "export_sym.h"
 #include "real.h"
-#include "runtime.h"
+#include "state.h"
 
 static int counting(void)
 {
@@ -50,9 +51,8 @@ NL_EXPORT int socket(int domain, int type, int protocol)
 		type |= SOCK_CLOEXEC;
 	int fd = NL_REAL(socket)(domain, type, protocol);
 	if (fd >= 0) {
-		int saved = errno;
+		NL_KEEP_ERRNO;
 		fresh_socket(fd, domain, type);
-		errno = saved;
 	}
 	return fd;
 }
@@ -73,9 +73,8 @@ NL_EXPORT int accept(int fd, struct sockaddr *addr, socklen_t *len)
 {
 	int r = NL_REAL(accept)(fd, addr, len);
 	if (r >= 0) {
-		int saved = errno;
+		NL_KEEP_ERRNO;
 		nl_fd_copy(fd, r);
-		errno = saved;
 	}
 	return r;
 }
@@ -84,9 +83,8 @@ NL_EXPORT int accept4(int fd, struct sockaddr *addr, socklen_t *len, int flags)
 {
 	int r = NL_REAL(accept4)(fd, addr, len, flags);
 	if (r >= 0) {
-		int saved = errno;
+		NL_KEEP_ERRNO;
 		nl_fd_copy(fd, r);
-		errno = saved;
 	}
 	return r;
 }
@@ -101,9 +99,8 @@ NL_EXPORT int connect(int fd, const struct sockaddr *addr, socklen_t len)
 	int what = nl_acq_classify(fd, addr, len, &e);
 	uint64_t t0 = nl_monotonic_ns();
 	int r = NL_REAL(connect)(fd, addr, len);
-	int saved = errno;
-	nl_acq_connected(fd, e, what, t0, r, saved);
-	errno = saved;
+	NL_KEEP_ERRNO;
+	nl_acq_connected(fd, e, what, t0, r, errno);
 	return r;
 }
 
@@ -112,9 +109,8 @@ NL_EXPORT int getsockopt(int fd, int level, int name, void *val, socklen_t *len)
 	int r = NL_REAL(getsockopt)(fd, level, name, val, len);
 	if (r == 0 && level == SOL_SOCKET && name == SO_ERROR && val && len && *len >= (socklen_t)sizeof(int) &&
 	    nl_fd_state(fd) == NL_FD_CONNECTING) {
-		int saved = errno;
+		NL_KEEP_ERRNO;
 		nl_acq_so_error(fd, *(int *)val);
-		errno = saved;
 	}
 	return r;
 }
@@ -158,9 +154,8 @@ NL_EXPORT int dup(int oldfd)
 {
 	int r = NL_REAL(dup)(oldfd);
 	if (r >= 0) {
-		int saved = errno;
+		NL_KEEP_ERRNO;
 		nl_fd_copy(oldfd, r);
-		errno = saved;
 	}
 	return r;
 }
@@ -175,9 +170,8 @@ static void before_dup_over(int oldfd, int newfd)
 static void after_dup(int oldfd, int newfd, int r)
 {
 	if (r >= 0 && oldfd != newfd) {
-		int saved = errno;
+		NL_KEEP_ERRNO;
 		nl_fd_copy(oldfd, newfd);
-		errno = saved;
 	}
 }
 
@@ -203,9 +197,8 @@ static int fcntl_common(nl_fcntl_fn real, int fd, int cmd, unsigned long arg)
 {
 	int r = real(fd, cmd, arg);
 	if (r >= 0 && (cmd == F_DUPFD || cmd == F_DUPFD_CLOEXEC)) {
-		int saved = errno;
+		NL_KEEP_ERRNO;
 		nl_fd_copy(fd, r);
-		errno = saved;
 	}
 	return r;
 }

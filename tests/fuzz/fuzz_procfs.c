@@ -1,4 +1,4 @@
-/* Fuzzes the /proc parsers of the memory sampler (preload/procfs.c): the
+/* Fuzzes the /proc parsers of the memory sampler (preload/core/procfs.c): the
  * same bytes go to every parser, as if any file could hold anything. */
 #include <stdint.h>
 #include <stdlib.h>

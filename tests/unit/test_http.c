@@ -23,12 +23,6 @@
 #include "log.h"
 #include "opentelemetry/proto/collector/metrics/v1/metrics_service.pb-c.h"
 
-/* The test binary links the whole shim, whose constructor would record this
- * process's own sockets and flush them to localhost:4318 at exit (half a second
- * per test process, plus warnings on stderr). Priority 101 runs this before
- * that constructor; an explicit NEMOLENS_ENABLED in the environment still wins. */
-__attribute__((constructor(101))) static void keep_shim_out(void) { setenv("NEMOLENS_ENABLED", "0", 0); }
-
 #define MAX_STEPS 8
 #define MAX_REQS 8
 

@@ -37,16 +37,10 @@
  *              gym.servers.active               gauge (integer) no unit
  *   RL and Gym points carry no attributes.
  *
- * Histogram bucket boundaries:
- *   gen_ai.server.request.duration (s): 0.01 0.02 0.04 0.08 0.16 0.32 0.64 1.28
- *       2.56 5.12 10.24 20.48 40.96 81.92 (OpenTelemetry GenAI semantic conventions)
- *   gen_ai.client.token.usage: 1 4 16 64 256 1024 4096 16384 65536 262144 1048576
- *       4194304 16777216 67108864 (OpenTelemetry GenAI semantic conventions)
- *   gym.*_ms: 100 250 500 1000 2500 5000 10000 30000 60000 120000 300000 600000
- *       1200000 1800000 3600000 (NeMo Lens's Gym duration boundaries)
- *   rl.*_ms: 0 5 10 25 50 75 100 250 500 750 1000 2500 5000 7500 10000 (NeMo Lens
- *       gives no advice for these, so its Python SDK uses these defaults; the
- *       same boundaries keep histograms from both sources aggregatable)
+ * Histogram bucket boundaries: those of the OpenTelemetry GenAI semantic
+ *   conventions for gen_ai.*, NeMo Lens's Gym duration boundaries for gym.*_ms,
+ *   the OpenTelemetry SDK defaults for rl.*_ms (README.md, "Metrics", lists
+ *   the values).
  *   Every histogram point also carries min and max.
  *
  * Optional values. Every value is a small struct with an explicit `set` flag:

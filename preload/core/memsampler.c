@@ -62,6 +62,7 @@
 #include <unistd.h>
 
 #include "clock.h"
+#include "instruments.h"
 #include "log.h"
 #include "procfs.h"
 #include "real.h"
@@ -331,8 +332,7 @@ static void register_instruments(const struct nl_config *cfg)
 		i = nl_instrument_get("gym.host.memory.sampled_peak", "By",
 				      "Largest sampled host memory in use since start", NL_GAUGE_INT, NULL, 0);
 		s_host_peak = i ? nl_series_get(i, NULL, 0) : NULL;
-		i = nl_instrument_get("gym.servers.active", "", "Live server roots below the outermost process",
-				      NL_GAUGE_INT, NULL, 0);
+		i = nl_inst(NL_I_GYM_SERVERS_ACTIVE);
 		s_servers = i ? nl_series_get(i, NULL, 0) : NULL;
 	}
 }

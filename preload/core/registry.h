@@ -12,76 +12,14 @@
 #ifndef NL_REGISTRY_H
 #define NL_REGISTRY_H
 
-#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
-enum nl_attr_type { NL_ATTR_STR, NL_ATTR_INT, NL_ATTR_BOOL, NL_ATTR_DOUBLE };
+#include "snapshot.h"
 
-struct nl_attr {
-	const char *key;
-	enum nl_attr_type type;
-	union {
-		const char *s;
-		int64_t i;
-		bool b;
-		double d;
-	} v;
-};
-
-#define NL_ATTR_S(k, val) ((struct nl_attr){ .key = (k), .type = NL_ATTR_STR, .v.s = (val) })
-#define NL_ATTR_I(k, val) ((struct nl_attr){ .key = (k), .type = NL_ATTR_INT, .v.i = (val) })
-#define NL_ATTR_B(k, val) ((struct nl_attr){ .key = (k), .type = NL_ATTR_BOOL, .v.b = (val) })
-
-enum nl_kind {
-	NL_COUNTER,     /* monotonic Sum of integers */
-	NL_GAUGE,       /* Gauge of doubles (last value) */
-	NL_GAUGE_INT,   /* Gauge of integers (last value) */
-	NL_HISTOGRAM,   /* explicit-bucket histogram of doubles */
-};
-
-#define NL_MAX_BOUNDS 32
-#define NL_MAX_ATTRS 8
-
-struct nl_hist {
-	_Atomic uint64_t buckets[NL_MAX_BOUNDS + 1];
-	_Atomic uint64_t sum_bits;      /* double, updated by CAS */
-	_Atomic uint64_t min_bits;
-	_Atomic uint64_t max_bits;
-};
-
-struct nl_series {
-	struct nl_series *next;         /* immutable once published */
-	struct nl_attr attrs[NL_MAX_ATTRS];
-	size_t n_attrs;
-	bool overflow;                  /* the otel.metric.overflow=true series */
-	_Atomic bool has_value;         /* exported only once something was recorded */
-	_Atomic bool retiring;          /* exported once more, then no longer */
-	union {
-		_Atomic uint64_t count;     /* NL_COUNTER */
-		_Atomic uint64_t bits;      /* NL_GAUGE (double bits), NL_GAUGE_INT (int64) */
-		struct nl_hist hist;        /* NL_HISTOGRAM */
-	} u;
-	/* Last exported cumulative values, for delta temporality (export thread only). */
-	uint64_t delta_base_count;
-	uint64_t delta_base_buckets[NL_MAX_BOUNDS + 1];
-	double delta_base_sum;
-	uint64_t delta_base_time_ns;
-};
-
-struct nl_instrument {
-	struct nl_instrument *next;
-	const char *name;
-	const char *unit;
-	const char *description;
-	enum nl_kind kind;
-	const double *bounds;           /* NL_HISTOGRAM only */
-	size_t n_bounds;
-	_Atomic(struct nl_series *) head;
-	_Atomic size_t n_series;
-	struct nl_series overflow;
-};
+struct nl_series;
+struct nl_instrument;
 
 /* Registers an instrument (strings must outlive the registry). Idempotent by name:
  * a second call with the same name returns the first instrument. NULL on OOM. */
@@ -92,6 +30,11 @@ struct nl_instrument *nl_instrument_get(const char *name, const char *unit, cons
  * Past the cardinality limit, returns the instrument's overflow series.
  * May allocate and lock: never call from a hook. */
 struct nl_series *nl_series_get(struct nl_instrument *inst, const struct nl_attr *attrs, size_t n);
+
+/* The series that stands for every attribute set past the cardinality limit
+ * (attribute otel.metric.overflow=true). */
+struct nl_series *nl_instrument_overflow(struct nl_instrument *inst);
+bool nl_series_is_overflow(const struct nl_series *s);
 
 /* Recording: lock-free, async-signal-safe. */
 void nl_counter_add(struct nl_series *s, uint64_t n);
@@ -112,45 +55,7 @@ void nl_registry_atfork_prepare(void);
 void nl_registry_atfork_parent(void);
 void nl_registry_atfork_child(void);
 
-/* ---- Snapshots ---------------------------------------------------------- */
-
-struct nl_point {
-	const struct nl_attr *attrs;
-	size_t n_attrs;
-	uint64_t start_ns;
-	uint64_t time_ns;
-	int64_t ivalue;                 /* NL_COUNTER, NL_GAUGE_INT */
-	double dvalue;                  /* NL_GAUGE */
-	/* NL_HISTOGRAM */
-	uint64_t count;
-	double sum;
-	bool has_min_max;
-	double min, max;
-	uint64_t buckets[NL_MAX_BOUNDS + 1];   /* n_bounds + 1 used */
-	struct nl_series *series;       /* for committing delta bases */
-};
-
-struct nl_metric {
-	const char *name;
-	const char *unit;
-	const char *description;
-	enum nl_kind kind;
-	bool delta;                     /* aggregation temporality of counters/histograms */
-	const double *bounds;
-	size_t n_bounds;
-	struct nl_point *points;
-	size_t n_points;
-};
-
-struct nl_snapshot {
-	const struct nl_attr *resource;
-	size_t n_resource;
-	const char *scope_name;
-	const char *scope_version;
-	struct nl_metric *metrics;
-	size_t n_metrics;
-	size_t n_points;                /* over all metrics */
-};
+/* ---- Snapshots (types in snapshot.h) ----------------------------------- */
 
 /* Takes a snapshot of every series that has a value. start_ns is the start of
  * cumulative series, now_ns the time stamped on each point. NULL on OOM. */

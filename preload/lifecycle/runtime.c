@@ -1,12 +1,11 @@
 /* Lifecycle: configuration at load, a lazily started exporter thread, fork
  * handling, and a bounded flush at exit.
  *
- * Nothing here runs on a hook's path except nl_runtime_kick(), which after
- * the first call is one atomic load.
+ * Nothing here runs on a hook's path except the first nl_runtime_kick() of
+ * a process (state.h), which starts the exporter thread.
  */
 #include "runtime.h"
 
-#include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
@@ -16,19 +15,18 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "check.h"
 #include "clock.h"
 #include "config.h"
 #include "connmetrics.h"
 #include "dest.h"
 #include "export.h"
-#include "fdtable.h"
 #include "log.h"
 #include "memsampler.h"
 #include "real.h"
 #include "registry.h"
 #include "resource.h"
-
-_Atomic bool nl_recording;
+#include "state.h"
 
 static struct nl_config cfg;
 static struct nl_resource resource;
@@ -38,7 +36,6 @@ static char user_agent[64];
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t wake;
 static pthread_t thread;
-_Atomic bool nl_runtime_kicked;         /* the exporter thread was asked for */
 static bool thread_running;             /* under lock */
 static bool stopping;                   /* under lock */
 static _Atomic bool abort_send;         /* makes an in-flight export give up */
@@ -226,17 +223,17 @@ static void start_thread(void)
 	pthread_attr_destroy(&attr);
 }
 
-void nl_runtime_start(void)
+/* The first kick of a process: the exporter thread, and the exit flush. */
+static void start_on_first_record(void)
 {
 	bool expected = false;
 	if (!atomic_compare_exchange_strong(&nl_runtime_kicked, &expected, true))
 		return;
 	if (cfg.exporter == NL_EXPORTER_NONE)
 		return;
-	int saved = errno;
+	NL_KEEP_ERRNO;
 	register_exit_flush();
 	start_thread();
-	errno = saved;
 }
 
 /* ---- exit ---------------------------------------------------------------- */
@@ -267,7 +264,7 @@ static void flush_at_exit(void)
 	bool expected = false;
 	if (!atomic_load(&nl_recording) || !atomic_compare_exchange_strong(&flushed_at_exit, &expected, true))
 		return;
-	int saved = errno;
+	NL_KEEP_ERRNO;
 	nl_hooks_bypass = 1;
 	uint64_t deadline = nl_monotonic_ns() + (uint64_t)cfg.exit_timeout_ms * 1000000u;
 
@@ -301,7 +298,6 @@ static void flush_at_exit(void)
 	/* One attempt: retrying a collector that is down would only delay the exit. */
 	if (cfg.exporter != NL_EXPORTER_NONE)
 		export_quietly(deadline);
-	errno = saved;
 }
 
 /* ---- fork --------------------------------------------------------------- */
@@ -336,7 +332,6 @@ static void atfork_child(void)
 	atomic_store(&abort_send, false);
 	atomic_store(&flushed_at_exit, false);
 	transport = NULL;
-	nl_fd_atfork_child();
 	nl_memsampler_atfork_child();
 	start_unix_ns = nl_realtime_ns();
 	nl_resource_build(&resource, &cfg);
@@ -344,33 +339,13 @@ static void atfork_child(void)
 
 /* ---- load and unload ---------------------------------------------------- */
 
-/* True when another copy of the runtime comes first in symbol lookup: a
- * program that links libnemolens.so and also runs under the preloaded shim.
- * Its API calls reach the preloaded copy, which then does all the work. */
-static bool another_copy_first(void)
+bool nl_runtime_load(void)
 {
-	void *first = dlsym(RTLD_DEFAULT, "nemolens_meter_get");
-	Dl_info theirs, ours;
-	/* Compared by the object that defines them: taking our own function's
-	 * address would itself resolve to the first definition. */
-	return first && dladdr(first, &theirs) && dladdr((void *)another_copy_first, &ours) &&
-	       theirs.dli_fbase != ours.dli_fbase;
-}
-
-__attribute__((constructor)) static void nl_load(void)
-{
-	int saved = errno;
-	if (another_copy_first()) {
-		errno = saved;
-		return;
-	}
 	nl_real_init();
 	nl_log_init();
 	nl_config_load(&cfg, (nl_getenv_fn)getenv, program_invocation_short_name);
-	if (!cfg.enabled || !cfg.metrics_enabled) {
-		errno = saved;
-		return;
-	}
+	if (!cfg.enabled || !cfg.metrics_enabled)
+		return false;
 	start_unix_ns = nl_realtime_ns();
 	snprintf(user_agent, sizeof user_agent, "nemolens-preload/%s", NL_VERSION);
 	pthread_condattr_t ca;
@@ -385,15 +360,13 @@ __attribute__((constructor)) static void nl_load(void)
 	nl_resource_build(&resource, &cfg);
 	nl_memsampler_init(&cfg);
 	pthread_atfork(atfork_prepare, atfork_parent, atfork_child);
+	nl_runtime_set_starter(start_on_first_record);
 	atomic_store(&nl_recording, true);
 	/* Memory profiling is an explicit opt-in and has to run without any
 	 * connection to kick it: start the thread now. */
 	if (nl_memsampler_active())
 		nl_runtime_kick();
-	errno = saved;
+	return true;
 }
 
-__attribute__((destructor)) static void nl_unload(void)
-{
-	flush_at_exit();
-}
+void nl_runtime_unload(void) { flush_at_exit(); }

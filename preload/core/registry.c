@@ -1,4 +1,4 @@
-#include "registry.h"
+#include "registry_impl.h"
 
 #include <math.h>
 #include <pthread.h>
@@ -161,6 +161,9 @@ struct nl_series *nl_series_get(struct nl_instrument *inst, const struct nl_attr
 	return s;
 }
 
+struct nl_series *nl_instrument_overflow(struct nl_instrument *inst) { return &inst->overflow; }
+bool nl_series_is_overflow(const struct nl_series *s) { return s->overflow; }
+
 /* ---- recording ---------------------------------------------------------- */
 
 void nl_counter_add(struct nl_series *s, uint64_t n)
@@ -245,6 +248,7 @@ static void fill_point(const struct nl_instrument *inst, struct nl_series *s, bo
 	p->n_attrs = s->n_attrs;
 	p->time_ns = now_ns;
 	p->series = s;
+	p->overflow = s->overflow;
 	p->start_ns = delta && s->delta_base_time_ns ? s->delta_base_time_ns : start_ns;
 	switch (inst->kind) {
 	case NL_COUNTER:

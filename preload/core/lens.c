@@ -25,8 +25,9 @@
 #include <string.h>
 
 #include "config.h"
+#include "instruments.h"
 #include "registry.h"
-#include "runtime.h"
+#include "state.h"
 
 #define API __attribute__((visibility("default")))
 
@@ -44,90 +45,6 @@
 #define DEFAULT_METER "nemo.lens"
 #define DEFAULT_OPERATION "text_completion"
 #define DEFAULT_PROVIDER "nemo"
-
-/* ---- instruments ------------------------------------------------------------ */
-
-/* OpenTelemetry GenAI semantic conventions, explicit bucket advice. */
-static const double duration_s_bounds[] = { 0.01, 0.02, 0.04, 0.08, 0.16, 0.32, 0.64,
-					    1.28, 2.56, 5.12, 10.24, 20.48, 40.96, 81.92 };
-static const double token_bounds[] = { 1,	4,	 16,	  64,	    256,      1024,	4096,
-				       16384, 65536, 262144, 1048576, 4194304, 16777216, 67108864 };
-/* NeMo Lens's GYM_DURATION_BOUNDARIES_MS. */
-static const double gym_ms_bounds[] = { 100,	250,	500,	1000,	 2500,	  5000,	   10000,  30000,
-					60000, 120000, 300000, 600000, 1200000, 1800000, 3600000 };
-/* NeMo Lens gives rl.* histograms no advice: the OpenTelemetry SDK default. */
-static const double rl_ms_bounds[] = { 0, 5, 10, 25, 50, 75, 100, 250, 500, 750, 1000, 2500, 5000, 7500, 10000 };
-
-#define NB(a) (sizeof(a) / sizeof *(a))
-
-enum inst_id {
-	I_REQUEST_DURATION,
-	I_TOKEN_USAGE,
-	I_RL_REWARD_MEAN,
-	I_RL_KL,
-	I_RL_POLICY_LOSS,
-	I_RL_VALUE_LOSS,
-	I_RL_ENTROPY,
-	I_RL_RESPONSE_LENGTH,
-	I_RL_GRAD_NORM,
-	I_RL_LEARNING_RATE,
-	I_RL_THROUGHPUT,
-	I_RL_GENERATION_MS,
-	I_RL_ROLLOUT_MS,
-	I_GYM_REQUEST_MS,
-	I_GYM_ROLLOUT_MS,
-	I_GYM_VERIFY_MS,
-	I_GYM_SUCCESS_RATE,
-	I_GYM_SERVERS_ACTIVE,
-	N_INST
-};
-
-struct inst_def {
-	const char *name;
-	const char *unit;
-	const char *description;
-	enum nl_kind kind;
-	const double *bounds;
-	size_t n_bounds;
-	bool shared;            /* also recorded by the shim itself: never hidden */
-};
-
-#define GAUGE(n, u, d) { n, u, d, NL_GAUGE, NULL, 0, false }
-#define HIST(n, u, d, b) { n, u, d, NL_HISTOGRAM, b, NB(b), false }
-
-static const struct inst_def defs[N_INST] = {
-	[I_REQUEST_DURATION] = HIST("gen_ai.server.request.duration", "s", "GenAI server request duration.",
-				    duration_s_bounds),
-	[I_TOKEN_USAGE] = HIST("gen_ai.client.token.usage", "{token}", "Number of input and output tokens used.",
-			       token_bounds),
-	[I_RL_REWARD_MEAN] = GAUGE("rl.reward.mean", "", "Mean reward across rollout batch."),
-	[I_RL_KL] = GAUGE("rl.kl_divergence", "", "KL divergence between policy and reference."),
-	[I_RL_POLICY_LOSS] = GAUGE("rl.policy_loss", "", "Policy gradient loss."),
-	[I_RL_VALUE_LOSS] = GAUGE("rl.value_loss", "", "Value function loss."),
-	[I_RL_ENTROPY] = GAUGE("rl.entropy", "", "Policy entropy."),
-	[I_RL_RESPONSE_LENGTH] = GAUGE("rl.response_length.mean", "", "Mean generated response length (tokens)."),
-	[I_RL_GRAD_NORM] = GAUGE("rl.grad_norm", "", "Gradient norm of the policy update."),
-	[I_RL_LEARNING_RATE] = GAUGE("rl.learning_rate", "", "Current optimizer learning rate."),
-	[I_RL_THROUGHPUT] = GAUGE("rl.throughput.tokens_per_sec", "{token}/s", "Training throughput (tokens/sec)."),
-	[I_RL_GENERATION_MS] = HIST("rl.generation.duration_ms", "ms", "Duration of text generation in milliseconds.",
-				    rl_ms_bounds),
-	[I_RL_ROLLOUT_MS] = HIST("rl.rollout.duration_ms", "ms", "Duration of rollout collection in milliseconds.",
-				 rl_ms_bounds),
-	[I_GYM_REQUEST_MS] = HIST("gym.server.request_duration_ms", "ms",
-				  "Gym server request duration in milliseconds.", gym_ms_bounds),
-	[I_GYM_ROLLOUT_MS] = HIST("gym.rollout.duration_ms", "ms", "Rollout collection duration in milliseconds.",
-				  gym_ms_bounds),
-	[I_GYM_VERIFY_MS] = HIST("gym.verify.duration_ms", "ms", "Verification endpoint duration in milliseconds.",
-				 gym_ms_bounds),
-	[I_GYM_SUCCESS_RATE] = GAUGE("gym.verify.success_rate", "", "Fraction of successful verifications."),
-	/* Same name, unit and kind as the memory sampler's registration. */
-	[I_GYM_SERVERS_ACTIVE] = { "gym.servers.active", "", "Number of active Gym servers.", NL_GAUGE_INT, NULL, 0,
-				   true },
-};
-
-/* Registered on first use; written under `lock`, read after an acquire load of
- * a series pointer that was published after it. */
-static _Atomic(struct nl_instrument *) insts[N_INST];
 
 /* ---- meters --------------------------------------------------------------- */
 
@@ -151,7 +68,7 @@ struct nemolens_meter {
 	unsigned gen;                   /* under lock: bumped at each release */
 	_Atomic bool live;
 	_Atomic unsigned active;        /* record calls in progress */
-	_Atomic(struct nl_series *) plain[N_INST];
+	_Atomic(struct nl_series *) plain[NL_N_INST];
 	_Atomic(struct attrset *) sets[N_BUCKETS];
 	size_t n_sets;                  /* under lock */
 	struct attrset *overflow;       /* under lock: past MAX_SETS */
@@ -196,7 +113,7 @@ static bool series_ref(struct nl_series *s)
 	return true;
 }
 
-static void series_unref(struct nl_series *s, enum inst_id id)
+static void series_unref(struct nl_series *s, enum nl_inst_id id)
 {
 	for (struct sref **p = &srefs[sref_bucket(s)]; *p; p = &(*p)->next) {
 		struct sref *r = *p;
@@ -205,7 +122,7 @@ static void series_unref(struct nl_series *s, enum inst_id id)
 		if (--r->n == 0) {
 			*p = r->next;
 			free(r);
-			if (!defs[id].shared)
+			if (!nl_inst_defs[id].shared)
 				nl_series_retire(s);
 		}
 		return;
@@ -307,7 +224,7 @@ static void free_attrset(struct attrset *e)
 	for (int k = 0; k < N_SET_SERIES; k++) {
 		struct nl_series *s = atomic_load(&e->series[k]);
 		if (s)
-			series_unref(s, k == S_DURATION ? I_REQUEST_DURATION : I_TOKEN_USAGE);
+			series_unref(s, k == S_DURATION ? NL_I_REQUEST_DURATION : NL_I_TOKEN_USAGE);
 	}
 	free(e->op);
 	free(e->provider);
@@ -321,10 +238,10 @@ static void free_attrset(struct attrset *e)
 /* Under lock, with no record call inside the meter. */
 static void meter_free_caches(struct nemolens_meter *m)
 {
-	for (int i = 0; i < N_INST; i++) {
+	for (int i = 0; i < NL_N_INST; i++) {
 		struct nl_series *s = atomic_exchange(&m->plain[i], NULL);
 		if (s)
-			series_unref(s, (enum inst_id)i);
+			series_unref(s, (enum nl_inst_id)i);
 	}
 	for (int b = 0; b < N_BUCKETS; b++) {
 		struct attrset *e = atomic_exchange(&m->sets[b], NULL);
@@ -391,22 +308,10 @@ static struct nemolens_meter *enter(struct nemolens_meter *m)
 
 static void leave(struct nemolens_meter *m) { atomic_fetch_sub_explicit(&m->active, 1, memory_order_release); }
 
-/* Under lock. */
-static struct nl_instrument *instrument(enum inst_id id)
-{
-	struct nl_instrument *inst = atomic_load(&insts[id]);
-	if (!inst) {
-		const struct inst_def *d = &defs[id];
-		inst = nl_instrument_get(d->name, d->unit, d->description, d->kind, d->bounds, d->n_bounds);
-		atomic_store(&insts[id], inst);
-	}
-	return inst;
-}
-
 /* Under lock: the series for attrs, counted as used by one more meter. */
-static struct nl_series *series_for(enum inst_id id, const struct nl_attr *attrs, size_t n)
+static struct nl_series *series_for(enum nl_inst_id id, const struct nl_attr *attrs, size_t n)
 {
-	struct nl_instrument *inst = instrument(id);
+	struct nl_instrument *inst = nl_inst(id);
 	if (!inst)
 		return NULL;
 	struct nl_series *s = nl_series_get(inst, attrs, n);
@@ -415,7 +320,7 @@ static struct nl_series *series_for(enum inst_id id, const struct nl_attr *attrs
 	return s;
 }
 
-static struct nl_series *plain_series(struct nemolens_meter *m, enum inst_id id)
+static struct nl_series *plain_series(struct nemolens_meter *m, enum nl_inst_id id)
 {
 	struct nl_series *s = atomic_load_explicit(&m->plain[id], memory_order_acquire);
 	if (s)
@@ -428,11 +333,11 @@ static struct nl_series *plain_series(struct nemolens_meter *m, enum inst_id id)
 	return s;
 }
 
-static void apply(enum inst_id id, struct nl_series *s, double v, int64_t iv)
+static void apply(enum nl_inst_id id, struct nl_series *s, double v, int64_t iv)
 {
-	switch (defs[id].kind) {
+	switch (nl_inst_defs[id].kind) {
 	case NL_HISTOGRAM:
-		nl_hist_record(atomic_load_explicit(&insts[id], memory_order_relaxed), s, v);
+		nl_hist_record(nl_inst(id), s, v);
 		break;
 	case NL_GAUGE:
 		nl_gauge_set(s, v);
@@ -453,7 +358,7 @@ static bool valid_nonneg(double v) { return isfinite(v) && v >= 0; }
 #define HAS(T, f, n) (offsetof(T, f) + sizeof(((T *)0)->f) <= (n))
 
 /* Records an optional double to an attribute-less instrument. */
-static bool record_f64(struct nemolens_meter *m, enum inst_id id, const struct nemolens_opt_f64 *o, bool nonneg)
+static bool record_f64(struct nemolens_meter *m, enum nl_inst_id id, const struct nemolens_opt_f64 *o, bool nonneg)
 {
 	if (!is_set(&o->set))
 		return false;
@@ -483,17 +388,17 @@ API void nemolens_record_rl(nemolens_meter *meter, const struct nemolens_rl_metr
 #define F(field, id, nonneg)                                        \
 	if (HAS(T, field, n))                                       \
 		any |= record_f64(m, id, &v.field, nonneg);
-	F(reward_mean, I_RL_REWARD_MEAN, false)
-	F(kl_divergence, I_RL_KL, false)
-	F(policy_loss, I_RL_POLICY_LOSS, false)
-	F(value_loss, I_RL_VALUE_LOSS, false)
-	F(entropy, I_RL_ENTROPY, false)
-	F(response_length_mean, I_RL_RESPONSE_LENGTH, false)
-	F(grad_norm, I_RL_GRAD_NORM, false)
-	F(learning_rate, I_RL_LEARNING_RATE, false)
-	F(throughput_tokens_per_sec, I_RL_THROUGHPUT, false)
-	F(generation_duration_ms, I_RL_GENERATION_MS, true)
-	F(rollout_duration_ms, I_RL_ROLLOUT_MS, true)
+	F(reward_mean, NL_I_RL_REWARD_MEAN, false)
+	F(kl_divergence, NL_I_RL_KL, false)
+	F(policy_loss, NL_I_RL_POLICY_LOSS, false)
+	F(value_loss, NL_I_RL_VALUE_LOSS, false)
+	F(entropy, NL_I_RL_ENTROPY, false)
+	F(response_length_mean, NL_I_RL_RESPONSE_LENGTH, false)
+	F(grad_norm, NL_I_RL_GRAD_NORM, false)
+	F(learning_rate, NL_I_RL_LEARNING_RATE, false)
+	F(throughput_tokens_per_sec, NL_I_RL_THROUGHPUT, false)
+	F(generation_duration_ms, NL_I_RL_GENERATION_MS, true)
+	F(rollout_duration_ms, NL_I_RL_ROLLOUT_MS, true)
 #undef F
 	leave(m);
 	if (any)
@@ -514,17 +419,17 @@ API void nemolens_record_gym(nemolens_meter *meter, const struct nemolens_gym_me
 	typedef struct nemolens_gym_metrics T;
 	bool any = false;
 	if (HAS(T, server_request_duration_ms, n))
-		any |= record_f64(m, I_GYM_REQUEST_MS, &v.server_request_duration_ms, true);
+		any |= record_f64(m, NL_I_GYM_REQUEST_MS, &v.server_request_duration_ms, true);
 	if (HAS(T, rollout_duration_ms, n))
-		any |= record_f64(m, I_GYM_ROLLOUT_MS, &v.rollout_duration_ms, true);
+		any |= record_f64(m, NL_I_GYM_ROLLOUT_MS, &v.rollout_duration_ms, true);
 	if (HAS(T, verify_duration_ms, n))
-		any |= record_f64(m, I_GYM_VERIFY_MS, &v.verify_duration_ms, true);
+		any |= record_f64(m, NL_I_GYM_VERIFY_MS, &v.verify_duration_ms, true);
 	if (HAS(T, verify_success_rate, n))
-		any |= record_f64(m, I_GYM_SUCCESS_RATE, &v.verify_success_rate, false);
+		any |= record_f64(m, NL_I_GYM_SUCCESS_RATE, &v.verify_success_rate, false);
 	if (HAS(T, active_servers, n) && is_set(&v.active_servers.set) && v.active_servers.value >= 0) {
-		struct nl_series *s = plain_series(m, I_GYM_SERVERS_ACTIVE);
+		struct nl_series *s = plain_series(m, NL_I_GYM_SERVERS_ACTIVE);
 		if (s) {
-			apply(I_GYM_SERVERS_ACTIVE, s, 0, v.active_servers.value);
+			apply(NL_I_GYM_SERVERS_ACTIVE, s, 0, v.active_servers.value);
 			any = true;
 		}
 	}
@@ -603,10 +508,10 @@ static struct attrset *attr_set(struct nemolens_meter *m, const char *op, const 
 			/* Too many attribute sets: everything new shares the overflow series. */
 			if (!m->overflow && (m->overflow = calloc(1, sizeof *m->overflow))) {
 				for (int k = 0; k < N_SET_SERIES; k++) {
-					enum inst_id id = k == S_DURATION ? I_REQUEST_DURATION : I_TOKEN_USAGE;
-					struct nl_instrument *inst = instrument(id);
-					if (inst && series_ref(&inst->overflow))
-						atomic_store(&m->overflow->series[k], &inst->overflow);
+					enum nl_inst_id id = k == S_DURATION ? NL_I_REQUEST_DURATION : NL_I_TOKEN_USAGE;
+					struct nl_instrument *inst = nl_inst(id);
+					if (inst && series_ref(nl_instrument_overflow(inst)))
+						atomic_store(&m->overflow->series[k], nl_instrument_overflow(inst));
 				}
 			}
 			e = m->overflow;
@@ -631,7 +536,7 @@ static struct nl_series *set_series(struct nemolens_meter *m, struct attrset *e,
 			a[n++] = NL_ATTR_S("gen_ai.request.model", e->a_model);
 		if (k != S_DURATION)
 			a[n++] = NL_ATTR_S("gen_ai.token.type", k == S_INPUT ? "input" : "output");
-		s = series_for(k == S_DURATION ? I_REQUEST_DURATION : I_TOKEN_USAGE, a, n);
+		s = series_for(k == S_DURATION ? NL_I_REQUEST_DURATION : NL_I_TOKEN_USAGE, a, n);
 		if (s)
 			atomic_store_explicit(&e->series[k], s, memory_order_release);
 	}
@@ -644,7 +549,7 @@ static bool record_in_set(struct nemolens_meter *m, struct attrset *e, int k, do
 	struct nl_series *s = set_series(m, e, k);
 	if (!s)
 		return false;
-	apply(k == S_DURATION ? I_REQUEST_DURATION : I_TOKEN_USAGE, s, v, 0);
+	apply(k == S_DURATION ? NL_I_REQUEST_DURATION : NL_I_TOKEN_USAGE, s, v, 0);
 	return true;
 }
 

@@ -11,8 +11,9 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-#include "export.h"
+#include "kv.h"
 #include "log.h"
+#include "utf8.h"
 
 enum nl_exporter_kind { NL_EXPORTER_OTLP, NL_EXPORTER_CONSOLE, NL_EXPORTER_NONE };
 
@@ -65,9 +66,9 @@ int nl_parse_ms(const char *s, long *out);
  * pairs stored (at most max), or -1 when the whole value is malformed. */
 int nl_parse_kv_list(const char *s, struct nl_header *out, size_t max);
 void nl_free_kv_list(struct nl_header *list, size_t n);
-/* True when the n bytes at s are valid UTF-8. */
-bool nl_utf8_valid(const char *s, size_t n);
-/* malloc'd copy of s with every invalid UTF-8 byte replaced by '?'. */
-char *nl_utf8_sanitized_dup(const char *s);
+/* A boolean variable's value as the shim reads it: OTEL_* variables take
+ * only true/false (any case), the shim's and NeMo Gym's own also 1/0, yes/no,
+ * on/off. */
+int nl_parse_flag(const char *name, const char *s, bool *out);
 
 #endif

@@ -1,21 +1,13 @@
-/* The libc functions the hooks wrap, found with dlsym(RTLD_NEXT).
+/* The one list of the libc functions the shim interposes. From it come the
+ * pointers to the real functions (real.h, real.c) and the version script that
+ * exports them from libnemolens_preload.so (exports.map.c, preprocessed at
+ * build time): a hook missing from either fails the build instead of going
+ * quietly unexported.
  *
- * NL_REAL(connect)(fd, addr, len) calls libc's connect. Each pointer starts
- * out at a small stub that resolves the real function on its first call and
- * then calls it, so a call that arrives before the constructor (from another
- * library's constructor) works, and a hook never needs a NULL check or a stack
- * frame to make one: after nl_real_init() every call is one indirect jump.
- * Pointers are written with the same value by whoever resolves them, so
- * racing resolutions are harmless.
+ * No #include here: the version script is made from this file alone.
  */
-#ifndef NL_REAL_H
-#define NL_REAL_H
-
-#include <netdb.h>
-#include <poll.h>
-#include <sys/socket.h>
-#include <sys/types.h>
-#include <sys/uio.h>
+#ifndef NL_INTERPOSED_H
+#define NL_INTERPOSED_H
 
 /* X(return type, name, parameters, arguments) */
 #define NL_REAL_FUNCS(X)                                                                               \
@@ -58,21 +50,5 @@
 	X(int, fcntl, (int, int, ...))           \
 	X(int, fcntl64, (int, int, ...))         \
 	X(void, closefrom, (int))
-
-#define NL_REAL_DECLARE(ret, name, params, ...)             \
-	typedef ret(*nl_##name##_fn) params;                \
-	extern nl_##name##_fn nl_real_##name##_ptr;         \
-	nl_##name##_fn nl_resolve_##name(void);
-NL_REAL_FUNCS(NL_REAL_DECLARE)
-NL_REAL_FUNCS_BY_HAND(NL_REAL_DECLARE)
-#undef NL_REAL_DECLARE
-
-#define NL_REAL(name) (nl_real_##name##_ptr)
-
-/* Resolves every function now (from the constructor). */
-void nl_real_init(void);
-
-/* write(2) that bypasses the hooks; for the shim's own diagnostics. */
-ssize_t nl_real_write(int fd, const void *buf, size_t len);
 
 #endif

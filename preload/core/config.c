@@ -69,39 +69,6 @@ static int parse_seconds_as_ms(const char *s, long *out, long min_ms)
 	return 0;
 }
 
-bool nl_utf8_valid(const char *str, size_t n)
-{
-	const unsigned char *s = (const unsigned char *)str;
-	size_t bad, len;
-	for (size_t i = 0; i < n; i += len)
-		if ((len = nl_utf8_seq(s + i, n - i, &bad)) == 0)
-			return false;
-	return true;
-}
-
-char *nl_utf8_sanitized_dup(const char *s)
-{
-	size_t n = strlen(s);
-	char *out = malloc(n + 1);
-	if (!out)
-		return NULL;
-	size_t i = 0;
-	while (i < n) {
-		/* The longest valid sequence starting here (1 to 4 bytes), if any. */
-		size_t len = 4;
-		while (len > 0 && (i + len > n || !nl_utf8_valid(s + i, len)))
-			len--;
-		if (len == 0) {
-			out[i++] = '?';
-			continue;
-		}
-		memcpy(out + i, s + i, len);
-		i += len;
-	}
-	out[n] = 0;
-	return out;
-}
-
 static int hexval(char c)
 {
 	if (c >= '0' && c <= '9')
@@ -213,18 +180,20 @@ static void invalid(const char *name, const char *value, const char *expect)
 /* Reads the first of names[] that is set; returns whether one was valid.
  * The specification allows only "true" and "false" (any case) for OTEL_*
  * booleans; the shim's and NeMo Gym's own also take 1/0, yes/no, on/off. */
+int nl_parse_flag(const char *name, const char *s, bool *out)
+{
+	if (strncmp(name, "OTEL_", 5) == 0 && strcasecmp(s, "true") != 0 && strcasecmp(s, "false") != 0)
+		return -1;
+	return nl_parse_bool(s, out);
+}
+
 static bool env_bool(const struct env *e, const char *const *names, bool *out)
 {
 	for (; *names; names++) {
 		const char *v = env_get(e, *names);
 		if (!v)
 			continue;
-		bool strict = strncmp(*names, "OTEL_", 5) == 0;
-		if (strict && strcasecmp(v, "true") != 0 && strcasecmp(v, "false") != 0) {
-			invalid(*names, v, "true or false");
-			continue;
-		}
-		if (nl_parse_bool(v, out) == 0)
+		if (nl_parse_flag(*names, v, out) == 0)
 			return true;
 		invalid(*names, v, "true or false");
 	}

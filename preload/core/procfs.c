@@ -258,11 +258,8 @@ static bool env_flag(const char *buf, size_t len, const char *const *names, bool
 		char *v = env_dup(buf, len, *names);
 		if (!v)
 			continue;
-		bool b, ok;
-		if (strncmp(*names, "OTEL_", 5) == 0)
-			ok = (strcasecmp(v, "true") == 0 || strcasecmp(v, "false") == 0) && nl_parse_bool(v, &b) == 0;
-		else
-			ok = nl_parse_bool(v, &b) == 0;
+		bool b;
+		bool ok = nl_parse_flag(*names, v, &b) == 0;
 		free(v);
 		if (ok)
 			return b;

@@ -16,6 +16,4 @@ void nl_conn_attempt(int dest);
 /* An acquisition that had to wait ended after wait_ns. */
 void nl_conn_wait(int dest, enum nl_queue_outcome outcome, uint64_t wait_ns);
 
-extern const double nl_queue_bounds_ms[17];
-
 #endif

@@ -3,10 +3,8 @@
 #include <stddef.h>
 
 #include "dest.h"
+#include "instruments.h"
 #include "registry.h"
-
-const double nl_queue_bounds_ms[17] = { 0.01, 0.05, 0.1, 0.25, 0.5, 1,   2.5,  5,    10,
-					25,   50,   100, 250,  500, 1000, 5000, 30000 };
 
 #define ATTR_DEST "nemo.gym.http.destination.server.name"
 #define ATTR_OUTCOME "nemo.gym.http.connection_pool.queue_outcome"
@@ -19,11 +17,8 @@ static struct nl_series *queue_series[NL_DEST_SLOTS][2];
 
 void nl_connmetrics_init(void)
 {
-	connects = nl_instrument_get("gym.http.connection_pool.connect_total", "{connection}",
-				     "Connection attempts (connect calls) per destination server", NL_COUNTER, NULL, 0);
-	queue = nl_instrument_get("gym.http.connection_pool.queue_duration_ms", "ms",
-				  "Time a connection acquisition waited until it was established or abandoned",
-				  NL_HISTOGRAM, nl_queue_bounds_ms, 17);
+	connects = nl_inst(NL_I_CONNECT_TOTAL);
+	queue = nl_inst(NL_I_QUEUE_MS);
 	if (!connects || !queue)
 		return;
 	static const char *const outcomes[2] = { "ok", "abandoned" };
@@ -31,8 +26,8 @@ void nl_connmetrics_init(void)
 		if (d > nl_dest_count() && d != NL_DEST_OVERFLOW)
 			continue;
 		if (d == NL_DEST_OVERFLOW) {
-			connect_series[d] = &connects->overflow;
-			queue_series[d][0] = queue_series[d][1] = &queue->overflow;
+			connect_series[d] = nl_instrument_overflow(connects);
+			queue_series[d][0] = queue_series[d][1] = nl_instrument_overflow(queue);
 			continue;
 		}
 		struct nl_attr a = NL_ATTR_S(ATTR_DEST, nl_dest_name(d));

@@ -1,0 +1,33 @@
+/* The few facts every layer may ask about the shim without depending on its
+ * lifecycle, which sets them:
+ *
+ *   nl_recording      true once the constructor configured an enabled shim
+ *                     with metrics on; only then is anything recorded
+ *   nl_hooks_bypass   set on the shim's own threads and during its exit
+ *                     flush: hooks then pass every call straight through, so
+ *                     the shim's own sockets are never counted
+ *   nl_runtime_kick() something was recorded: make sure the background
+ *                     thread runs (after the first time, one atomic load)
+ */
+#ifndef NL_STATE_H
+#define NL_STATE_H
+
+#include <stdatomic.h>
+#include <stdbool.h>
+
+extern _Atomic bool nl_recording;
+extern __thread int nl_hooks_bypass __attribute__((tls_model("initial-exec")));
+
+extern _Atomic bool nl_runtime_kicked;
+/* The lifecycle's starter, called once per process (again after fork) by
+ * the first kick; a NULL starter makes kicks do nothing. */
+void nl_runtime_set_starter(void (*start)(void));
+void nl_runtime_kick_slow(void);
+
+static inline void nl_runtime_kick(void)
+{
+	if (!atomic_load_explicit(&nl_runtime_kicked, memory_order_relaxed))
+		nl_runtime_kick_slow();
+}
+
+#endif

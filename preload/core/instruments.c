@@ -1,0 +1,73 @@
+#include "instruments.h"
+
+#include <stdatomic.h>
+
+/* OpenTelemetry GenAI semantic conventions, explicit bucket advice. */
+const double nl_genai_duration_s_bounds[14] = { 0.01, 0.02, 0.04, 0.08, 0.16, 0.32, 0.64,
+					    1.28, 2.56, 5.12, 10.24, 20.48, 40.96, 81.92 };
+const double nl_token_bounds[14] = { 1,	4,	 16,	  64,	    256,      1024,	4096,
+				       16384, 65536, 262144, 1048576, 4194304, 16777216, 67108864 };
+/* NeMo Lens's GYM_DURATION_BOUNDARIES_MS. */
+const double nl_gym_ms_bounds[15] = { 100,	250,	500,	1000,	 2500,	  5000,	   10000,  30000,
+					60000, 120000, 300000, 600000, 1200000, 1800000, 3600000 };
+/* NeMo Lens gives rl.* histograms no advice: the OpenTelemetry SDK default. */
+const double nl_rl_ms_bounds[15] = { 0, 5, 10, 25, 50, 75, 100, 250, 500, 750, 1000, 2500, 5000, 7500, 10000 };
+
+/* NeMo Gym's connection pool wait boundaries. */
+const double nl_queue_ms_bounds[17] = { 0.01, 0.05, 0.1, 0.25, 0.5, 1,	 2.5,  5,    10,
+					25,   50,   100, 250,  500, 1000, 5000, 30000 };
+
+#define NB(a) (sizeof(a) / sizeof *(a))
+
+#define GAUGE(n, u, d) { n, u, d, NL_GAUGE, NULL, 0, false }
+#define HIST(n, u, d, b) { n, u, d, NL_HISTOGRAM, b, NB(b), false }
+
+const struct nl_inst_def nl_inst_defs[NL_N_INST] = {
+	[NL_I_CONNECT_TOTAL] = { "gym.http.connection_pool.connect_total", "{connection}",
+				 "Connection attempts (connect calls) per destination server", NL_COUNTER, NULL, 0, true },
+	[NL_I_QUEUE_MS] = { "gym.http.connection_pool.queue_duration_ms", "ms",
+			    "Time a connection acquisition waited until it was established or abandoned", NL_HISTOGRAM,
+			    nl_queue_ms_bounds, 17, true },
+	[NL_I_REQUEST_DURATION] = HIST("gen_ai.server.request.duration", "s", "GenAI server request duration.",
+				    nl_genai_duration_s_bounds),
+	[NL_I_TOKEN_USAGE] = HIST("gen_ai.client.token.usage", "{token}", "Number of input and output tokens used.",
+			       nl_token_bounds),
+	[NL_I_RL_REWARD_MEAN] = GAUGE("rl.reward.mean", "", "Mean reward across rollout batch."),
+	[NL_I_RL_KL] = GAUGE("rl.kl_divergence", "", "KL divergence between policy and reference."),
+	[NL_I_RL_POLICY_LOSS] = GAUGE("rl.policy_loss", "", "Policy gradient loss."),
+	[NL_I_RL_VALUE_LOSS] = GAUGE("rl.value_loss", "", "Value function loss."),
+	[NL_I_RL_ENTROPY] = GAUGE("rl.entropy", "", "Policy entropy."),
+	[NL_I_RL_RESPONSE_LENGTH] = GAUGE("rl.response_length.mean", "", "Mean generated response length (tokens)."),
+	[NL_I_RL_GRAD_NORM] = GAUGE("rl.grad_norm", "", "Gradient norm of the policy update."),
+	[NL_I_RL_LEARNING_RATE] = GAUGE("rl.learning_rate", "", "Current optimizer learning rate."),
+	[NL_I_RL_THROUGHPUT] = GAUGE("rl.throughput.tokens_per_sec", "{token}/s", "Training throughput (tokens/sec)."),
+	[NL_I_RL_GENERATION_MS] = HIST("rl.generation.duration_ms", "ms", "Duration of text generation in milliseconds.",
+				    nl_rl_ms_bounds),
+	[NL_I_RL_ROLLOUT_MS] = HIST("rl.rollout.duration_ms", "ms", "Duration of rollout collection in milliseconds.",
+				 nl_rl_ms_bounds),
+	[NL_I_GYM_REQUEST_MS] = HIST("gym.server.request_duration_ms", "ms",
+				  "Gym server request duration in milliseconds.", nl_gym_ms_bounds),
+	[NL_I_GYM_ROLLOUT_MS] = HIST("gym.rollout.duration_ms", "ms", "Rollout collection duration in milliseconds.",
+				  nl_gym_ms_bounds),
+	[NL_I_GYM_VERIFY_MS] = HIST("gym.verify.duration_ms", "ms", "Verification endpoint duration in milliseconds.",
+				 nl_gym_ms_bounds),
+	[NL_I_GYM_SUCCESS_RATE] = GAUGE("gym.verify.success_rate", "", "Fraction of successful verifications."),
+	/* Same name, unit and kind as the memory sampler's registration. */
+	[NL_I_GYM_SERVERS_ACTIVE] = { "gym.servers.active", "", "Number of active Gym servers.", NL_GAUGE_INT, NULL, 0,
+				   true },
+};
+
+
+static _Atomic(struct nl_instrument *) registered[NL_N_INST];
+
+struct nl_instrument *nl_inst(enum nl_inst_id id)
+{
+	struct nl_instrument *inst = atomic_load_explicit(&registered[id], memory_order_acquire);
+	if (!inst) {
+		const struct nl_inst_def *d = &nl_inst_defs[id];
+		/* nl_instrument_get is idempotent by name: racing callers get one instrument. */
+		inst = nl_instrument_get(d->name, d->unit, d->description, d->kind, d->bounds, d->n_bounds);
+		atomic_store_explicit(&registered[id], inst, memory_order_release);
+	}
+	return inst;
+}

@@ -1,0 +1,45 @@
+/* The constructor and destructor: the only code that runs because a library
+ * was loaded. Linked into the two shared libraries, never into unit tests,
+ * which link the runtime without starting it.
+ *
+ * Built twice: with NL_WITH_HOOKS for libnemolens_preload.so, whose hooks
+ * keep per-fd state that a fork child must settle, and without it for
+ * libnemolens.so, which interposes nothing.
+ */
+#include <dlfcn.h>
+#include <pthread.h>
+#include <stdbool.h>
+
+#include "check.h"
+#include "runtime.h"
+#ifdef NL_WITH_HOOKS
+#include "fdtable.h"
+#endif
+
+/* True when another copy of the runtime comes first in symbol lookup: a
+ * program that links libnemolens.so and also runs under the preloaded shim.
+ * Its API calls reach the preloaded copy, which then does all the work. */
+static bool another_copy_first(void)
+{
+	void *first = dlsym(RTLD_DEFAULT, "nemolens_meter_get");
+	Dl_info theirs, ours;
+	/* Compared by the object that defines them: taking our own function's
+	 * address would itself resolve to the first definition. */
+	return first && dladdr(first, &theirs) && dladdr((void *)another_copy_first, &ours) &&
+	       theirs.dli_fbase != ours.dli_fbase;
+}
+
+__attribute__((constructor)) static void nl_load(void)
+{
+	NL_KEEP_ERRNO;
+	if (another_copy_first())
+		return;
+	if (!nl_runtime_load())
+		return;
+#ifdef NL_WITH_HOOKS
+	/* Pending connects of the parent belong to the parent's acquisitions. */
+	pthread_atfork(NULL, NULL, nl_fd_atfork_child);
+#endif
+}
+
+__attribute__((destructor)) static void nl_unload(void) { nl_runtime_unload(); }

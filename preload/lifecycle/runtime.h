@@ -1,0 +1,17 @@
+/* The lifecycle of the runtime: what the constructor and destructor of each
+ * shared library (load.c) call. Everything else reaches the lifecycle only
+ * through the flags and the kick of state.h. */
+#ifndef NL_RUNTIME_H
+#define NL_RUNTIME_H
+
+#include <stdbool.h>
+
+/* Reads the configuration and, when the shim is enabled, sets everything up
+ * and starts recording (nl_recording). Keeps nothing of errno. Returns
+ * whether the shim records. */
+bool nl_runtime_load(void);
+/* The bounded flush at exit (also registered with atexit once something was
+ * recorded; whichever runs first exports). */
+void nl_runtime_unload(void);
+
+#endif
