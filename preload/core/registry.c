@@ -5,6 +5,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "check.h"
+
 /* Instruments and series are only ever added, never removed while the process
  * runs, so readers walk the lists without locks; `create_lock` only orders
  * writers. */
@@ -49,6 +51,7 @@ void nl_registry_set_cardinality_limit(size_t limit) { atomic_store(&cardinality
 struct nl_instrument *nl_instrument_get(const char *name, const char *unit, const char *description,
 					enum nl_kind kind, const double *bounds, size_t n_bounds)
 {
+	NL_ASSERT_NOT_IN_HOOK();
 	if (n_bounds > NL_MAX_BOUNDS)
 		return NULL;
 	pthread_mutex_lock(&create_lock);
@@ -138,6 +141,7 @@ static struct nl_series *new_series(const struct nl_attr *attrs, size_t n)
 
 struct nl_series *nl_series_get(struct nl_instrument *inst, const struct nl_attr *attrs, size_t n)
 {
+	NL_ASSERT_NOT_IN_HOOK();
 	if (n > NL_MAX_ATTRS)
 		return &inst->overflow;
 	struct nl_series *s = find(inst, attrs, n);
