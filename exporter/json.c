@@ -332,6 +332,12 @@ static void emit_metric(struct jbuf *b, const struct nl_metric *m)
 		emit_temporality(b, m);
 		jb_str(b, ",\"isMonotonic\":true}");
 		break;
+	case NL_UPDOWN:
+		jb_str(b, ",\"sum\":{");
+		emit_data_points(b, m);
+		emit_temporality(b, m);
+		jb_char(b, '}');   /* isMonotonic false: the default, left out */
+		break;
 	case NL_GAUGE:
 	case NL_GAUGE_INT:
 		jb_str(b, ",\"gauge\":{");

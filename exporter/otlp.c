@@ -271,7 +271,7 @@ static int make_histogram_points(struct arena *a, const struct nl_metric *m, His
 
 /* ---- Metrics -------------------------------------------------------------- */
 
-static int fill_sum(struct arena *a, Metric *out, const struct nl_metric *m)
+static int fill_sum(struct arena *a, Metric *out, const struct nl_metric *m, bool monotonic)
 {
 	Sum *sum = arena_alloc(a, sizeof *sum);
 	if (!sum)
@@ -281,7 +281,7 @@ static int fill_sum(struct arena *a, Metric *out, const struct nl_metric *m)
 		return -1;
 	sum->n_data_points = sum->data_points ? m->n_points : 0;
 	sum->aggregation_temporality = m->delta ? TEMPORALITY_DELTA : TEMPORALITY_CUMULATIVE;
-	sum->is_monotonic = 1;
+	sum->is_monotonic = monotonic;
 	out->data_case = OPENTELEMETRY__PROTO__METRICS__V1__METRIC__DATA_SUM;
 	out->sum = sum;
 	return 0;
@@ -326,7 +326,9 @@ static int fill_metric(struct arena *a, Metric *out, const struct nl_metric *m)
 		return -1;
 	switch (m->kind) {
 	case NL_COUNTER:
-		return fill_sum(a, out, m);
+		return fill_sum(a, out, m, true);
+	case NL_UPDOWN:
+		return fill_sum(a, out, m, false);
 	case NL_GAUGE:
 	case NL_GAUGE_INT:
 		return fill_gauge(a, out, m);

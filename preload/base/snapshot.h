@@ -31,6 +31,7 @@ enum nl_kind {
 	NL_GAUGE,       /* Gauge of doubles (last value) */
 	NL_GAUGE_INT,   /* Gauge of integers (last value) */
 	NL_HISTOGRAM,   /* explicit-bucket histogram of doubles */
+	NL_UPDOWN,      /* non-monotonic Sum of integers, always cumulative */
 };
 
 #define NL_MAX_BOUNDS 32

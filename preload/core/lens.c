@@ -346,7 +346,8 @@ static void apply(enum nl_inst_id id, struct nl_series *s, double v, int64_t iv)
 		nl_gauge_set_int(s, iv);
 		break;
 	case NL_COUNTER:
-		break;
+	case NL_UPDOWN:
+		break;   /* the C API records no sums */
 	}
 }
 

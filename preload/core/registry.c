@@ -4,6 +4,7 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 #include "check.h"
 
@@ -111,6 +112,8 @@ static struct nl_series *find(struct nl_instrument *inst, const struct nl_attr *
 
 static void free_series(struct nl_series *s)
 {
+	if (s->static_attrs)
+		return;   /* lives in the reserved room */
 	for (size_t k = 0; k < s->n_attrs; k++) {
 		free((char *)s->attrs[k].key);
 		if (s->attrs[k].type == NL_ATTR_STR)
@@ -139,6 +142,17 @@ static struct nl_series *new_series(const struct nl_attr *attrs, size_t n)
 	return s;
 }
 
+/* Pushes s on the instrument's list. Lock-free, since hooks publish too;
+ * readers walk the list without locks and see s complete. */
+static void publish(struct nl_instrument *inst, struct nl_series *s)
+{
+	struct nl_series *head = atomic_load(&inst->head);
+	do
+		s->next = head;
+	while (!atomic_compare_exchange_weak(&inst->head, &head, s));
+	atomic_fetch_add(&inst->n_series, 1);
+}
+
 struct nl_series *nl_series_get(struct nl_instrument *inst, const struct nl_attr *attrs, size_t n)
 {
 	NL_ASSERT_NOT_IN_HOOK();
@@ -156,15 +170,49 @@ struct nl_series *nl_series_get(struct nl_instrument *inst, const struct nl_attr
 		    !(s = new_series(attrs, n))) {
 			s = &inst->overflow;
 		} else {
-			s->next = atomic_load(&inst->head);
-			atomic_store(&inst->head, s);
-			atomic_fetch_add(&inst->n_series, 1);
+			publish(inst, s);
 		}
 	}
 	pthread_mutex_unlock(&create_lock);
 	return s;
 }
 
+/* ---- series created by hooks ------------------------------------------------ */
+
+static struct nl_series *static_room;
+static size_t static_room_n;
+static _Atomic size_t static_room_used;
+
+size_t nl_registry_reserve_static(size_t n)
+{
+	NL_ASSERT_NOT_IN_HOOK();
+	if (static_room || n == 0)
+		return static_room_n;
+	/* Untouched pages cost no memory: the room is paid for as it is used. */
+	void *p = mmap(NULL, n * sizeof *static_room, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (p == MAP_FAILED)
+		return 0;
+	static_room = p;
+	static_room_n = n;
+	return n;
+}
+
+struct nl_series *nl_series_add_static(struct nl_instrument *inst, const struct nl_attr *attrs, size_t n)
+{
+	if (n > NL_MAX_ATTRS || atomic_load_explicit(&inst->n_series, memory_order_relaxed) + 1 >=
+					 atomic_load_explicit(&cardinality_limit, memory_order_relaxed))
+		return &inst->overflow;
+	size_t i = atomic_fetch_add(&static_room_used, 1);
+	if (i >= static_room_n)
+		return &inst->overflow;
+	struct nl_series *s = &static_room[i];
+	series_clear(s);
+	s->static_attrs = true;
+	memcpy(s->attrs, attrs, n * sizeof *attrs);
+	s->n_attrs = n;
+	publish(inst, s);
+	return s;
+}
 struct nl_series *nl_instrument_overflow(struct nl_instrument *inst) { return &inst->overflow; }
 bool nl_series_is_overflow(const struct nl_series *s) { return s->overflow; }
 
@@ -173,6 +221,12 @@ bool nl_series_is_overflow(const struct nl_series *s) { return s->overflow; }
 void nl_counter_add(struct nl_series *s, uint64_t n)
 {
 	atomic_fetch_add_explicit(&s->u.count, n, memory_order_relaxed);
+	atomic_store_explicit(&s->has_value, true, memory_order_release);
+}
+
+void nl_updown_add(struct nl_series *s, int64_t n)
+{
+	atomic_fetch_add_explicit(&s->u.count, (uint64_t)n, memory_order_relaxed);
 	atomic_store_explicit(&s->has_value, true, memory_order_release);
 }
 
@@ -257,6 +311,9 @@ static void fill_point(const struct nl_instrument *inst, struct nl_series *s, bo
 	switch (inst->kind) {
 	case NL_COUNTER:
 		p->ivalue = (int64_t)(atomic_load(&s->u.count) - (delta ? s->delta_base_count : 0));
+		break;
+	case NL_UPDOWN:
+		p->ivalue = (int64_t)atomic_load(&s->u.count);
 		break;
 	case NL_GAUGE:
 		p->dvalue = bitsd(atomic_load(&s->u.bits));

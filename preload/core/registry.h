@@ -31,6 +31,17 @@ struct nl_instrument *nl_instrument_get(const char *name, const char *unit, cons
  * May allocate and lock: never call from a hook. */
 struct nl_series *nl_series_get(struct nl_instrument *inst, const struct nl_attr *attrs, size_t n);
 
+/* Makes ready room for n series that hooks may create (nl_series_add_static).
+ * From the constructor; may allocate. Returns the room reserved. */
+size_t nl_registry_reserve_static(size_t n);
+/* Creates a series with these attributes without locking or allocating, from
+ * the room reserved above: for hooks, which meet attribute sets only as they
+ * record. The attributes' keys and strings are not copied and must outlive
+ * the registry. Does not look for an existing series: the caller keeps one
+ * series per attribute set. Past the cardinality limit or the reserved room,
+ * returns the overflow series. */
+struct nl_series *nl_series_add_static(struct nl_instrument *inst, const struct nl_attr *attrs, size_t n);
+
 /* The series that stands for every attribute set past the cardinality limit
  * (attribute otel.metric.overflow=true). */
 struct nl_series *nl_instrument_overflow(struct nl_instrument *inst);
@@ -38,6 +49,7 @@ bool nl_series_is_overflow(const struct nl_series *s);
 
 /* Recording: lock-free, async-signal-safe. */
 void nl_counter_add(struct nl_series *s, uint64_t n);
+void nl_updown_add(struct nl_series *s, int64_t n);
 void nl_gauge_set(struct nl_series *s, double v);
 void nl_gauge_set_int(struct nl_series *s, int64_t v);
 /* The gauge has no value now: left out of exports until set again. */

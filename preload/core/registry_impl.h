@@ -19,10 +19,11 @@ struct nl_series {
 	struct nl_attr attrs[NL_MAX_ATTRS];
 	size_t n_attrs;
 	bool overflow;                  /* the otel.metric.overflow=true series */
+	bool static_attrs;              /* attributes borrowed, not owned (nl_series_add_static) */
 	_Atomic bool has_value;         /* exported only once something was recorded */
 	_Atomic bool retiring;          /* exported once more, then no longer */
 	union {
-		_Atomic uint64_t count;     /* NL_COUNTER */
+		_Atomic uint64_t count;     /* NL_COUNTER, NL_UPDOWN (two's complement) */
 		_Atomic uint64_t bits;      /* NL_GAUGE (double bits), NL_GAUGE_INT (int64) */
 		struct nl_hist hist;        /* NL_HISTOGRAM */
 	} u;
