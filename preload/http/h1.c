@@ -1,0 +1,1264 @@
+/* HTTP/1.x push parser (see h1.h): one state machine per direction over the
+ * bytes as they come.
+ *
+ * Two paths give the same results (the unit tests and the fuzz target hold
+ * them to it): whole lines in the bytes of one call are taken at once, with
+ * 16-byte SSE2 scans for '\n' and ':' and word compares; anything else (a
+ * line split across calls, an unusual byte) goes byte by byte through the
+ * states. Only the request line, the status line, Host, Content-Length and
+ * Transfer-Encoding are looked into; other field lines are only checked for
+ * a ':'. Body bytes are counted, never read.
+ *
+ * Pending requests: the request stream pushes a request to the ring when its
+ * request line is complete (after reporting REQ_LINE); the response stream
+ * pops it when its final response is complete (after reporting RESP_END).
+ * ring_tail is written by the request stream only, ring_head by the response
+ * stream only: each reads the other's index with acquire and publishes its
+ * own with release, so ring_kind[slot], and whatever a sink keeps per slot,
+ * is handed over without a data race. A request is pending, and reported as
+ * ABORTED at close, from its REQ_LINE until the end of its final response. */
+#include "h1.h"
+
+#include <string.h>
+
+_Static_assert(sizeof(struct nl_h1) <= 192, "one struct nl_h1 per connection: keep it small");
+_Static_assert(256 % NL_H1_PIPELINE == 0, "ring indexes wrap at 256");
+_Static_assert(NL_H1_METHOD_MAX + NL_H1_TARGET_MAX <= 255 && NL_H1_HOST_MAX <= NL_H1_METHOD_MAX + NL_H1_TARGET_MAX,
+	       "buf and its uint8_t length");
+
+#define START_LINE_MAX 16384    /* request line: method, SP, target, SP */
+#define FIELD_LINE_MAX 8192     /* field line, status line, chunk size line, CRLF included */
+#define FIELDS_MAX 256          /* field lines in a header or trailer section */
+
+enum state {
+	S_IDLE,                 /* before a start line (empty lines skipped); 0: nl_h1_init */
+	S_METHOD,
+	S_TARGET,
+	S_REQ_VERSION,          /* "HTTP/1.x" and the line end */
+	S_RESP_VERSION,         /* "HTTP/1.x " */
+	S_STATUS,
+	S_REASON,
+	S_FIELD,                /* at the start of a field line or of the empty line */
+	S_NAME,
+	S_SKIP,                 /* the value of a field of no interest */
+	S_VALUE,                /* the value of Content-Length, Transfer-Encoding, Host */
+	S_BODY,                 /* Content-Length body */
+	S_CHUNK_SIZE,
+	S_CHUNK_EXT,
+	S_CHUNK_DATA,
+	S_CHUNK_END,            /* the CRLF after chunk data */
+	S_CLOSE_BODY,           /* a response body that ends with the connection */
+};
+
+enum {
+	F_MINOR1 = 1 << 0,      /* HTTP/1.1 */
+	F_TRUNC = 1 << 1,       /* request target longer than NL_H1_TARGET_MAX */
+	F_CL = 1 << 2,          /* Content-Length seen: its value is in remaining */
+	F_TE = 1 << 3,          /* Transfer-Encoding seen */
+	F_CHUNKED = 1 << 4,     /* its last coding so far is chunked */
+	F_HOST = 1 << 5,        /* Host seen: its value is in buf */
+	F_CR = 1 << 6,          /* a CR ended the line: only LF may follow */
+	F_WS = 1 << 7,          /* name so far ends in a byte <= SP; chunk size: whitespace after it */
+	F_TRAILER = 1 << 8,     /* reading the trailer section */
+	F_HTTP = 1 << 15,       /* a start line was valid: later faults are errors, not NOT_HTTP */
+};
+
+enum { FLD_NONE, FLD_CL, FLD_TE, FLD_HOST };
+
+/* The lowercase names of the fields looked into, by FLD_*. */
+static const char *const field_name[] = { "", "content-length", "transfer-encoding", "host" };
+static const uint8_t field_len[] = { 0, 14, 17, 4 };
+
+/* What a request's response depends on. */
+enum { K_OTHER, K_HEAD, K_CONNECT };
+
+struct run {
+	struct nl_h1 *h;
+	struct nl_h1_half *s;
+	nl_h1_sink sink;
+	void *ctx;
+	const uint8_t *end;     /* end of this call's bytes */
+	bool wide;              /* this call has 16 bytes or more */
+	bool req;
+};
+
+/* ---- bytes ------------------------------------------------------------------------ */
+
+/* RFC 9110 tchar: "!#$%&'*+-.^_`|~", digits, letters. */
+static inline bool is_tchar(uint8_t b)
+{
+	static const uint64_t map[2] = { 0x03ff6cfa00000000ull, 0x57ffffffc7fffffeull };
+	return b < 128 && (map[b >> 6] >> (b & 63) & 1);
+}
+
+static inline bool is_ws(uint8_t b)
+{
+	return b == ' ' || b == '\t';
+}
+
+static inline uint8_t lower(uint8_t b)
+{
+	return (uint8_t)(b | ((unsigned)(b - 'A') < 26u) << 5);
+}
+
+static inline unsigned hex_digit(uint8_t b)
+{
+	if ((unsigned)(b - '0') < 10u)
+		return b - '0';
+	if ((unsigned)(lower(b) - 'a') < 6u)
+		return lower(b) - 'a' + 10u;
+	return 16;
+}
+
+/* Whether p[0..n) is lname (lowercase) ignoring the case of letters. */
+static bool ci_eq(const uint8_t *p, const char *lname, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		if (lower(p[i]) != (uint8_t)lname[i])
+			return false;
+	return true;
+}
+
+static inline uint64_t load64(const void *p)
+{
+	uint64_t v;
+	memcpy(&v, p, sizeof v);
+	return v;
+}
+
+static inline uint32_t load32(const void *p)
+{
+	uint32_t v;
+	memcpy(&v, p, sizeof v);
+	return v;
+}
+
+/* ---- scanning ------------------------------------------------------------------ */
+
+/* With SSE2 (every x86-64), runs of 16 bytes are scanned at once. A run never
+ * reads outside the bytes of the call: near their end it is their last 16
+ * bytes, shifted; calls of fewer than 16 bytes scan byte by byte. */
+#if defined(__SSE2__) && !defined(NL_H1_NO_SIMD)
+#include <emmintrin.h>
+#define NL_H1_SIMD 1
+
+static inline __m128i run16(const struct run *r, const uint8_t *q, unsigned *shift)
+{
+	if (r->end - q >= 16) {
+		*shift = 0;
+		return _mm_loadu_si128((const __m128i *)(const void *)q);
+	}
+	*shift = (unsigned)(16 - (r->end - q));
+	return _mm_loadu_si128((const __m128i *)(const void *)(r->end - 16));
+}
+
+static inline unsigned eq_mask(__m128i v, char c)
+{
+	return (unsigned)_mm_movemask_epi8(_mm_cmpeq_epi8(v, _mm_set1_epi8(c)));
+}
+
+/* Bytes <= 0x20 and 0x7f: SP ends a token, the others may not be in one. */
+static inline unsigned ctl_mask(__m128i v)
+{
+	__m128i low = _mm_cmpeq_epi8(_mm_min_epu8(v, _mm_set1_epi8(0x20)), v);
+	return (unsigned)_mm_movemask_epi8(_mm_or_si128(low, _mm_cmpeq_epi8(v, _mm_set1_epi8(0x7f))));
+}
+#endif
+
+/* The first byte of [q, lim) that is <= 0x20 or 0x7f, or lim. */
+static const uint8_t *find_ctl(const struct run *r, const uint8_t *q, const uint8_t *lim)
+{
+#ifdef NL_H1_SIMD
+	if (r->wide) {
+		while (q < lim) {
+			unsigned sh;
+			unsigned m = ctl_mask(run16(r, q, &sh)) >> sh;
+			size_t left = (size_t)(lim - q);
+			if (left < 16)
+				m &= (1u << left) - 1;
+			if (m)
+				return q + __builtin_ctz(m);
+			if (left <= 16)
+				break;
+			q += 16;
+		}
+		return lim;
+	}
+#else
+	(void)r;
+#endif
+	while (q < lim && *q > 0x20 && *q != 0x7f)
+		q++;
+	return q;
+}
+
+/* The first '\n' of [q, end), or NULL. */
+static const uint8_t *find_nl(const struct run *r, const uint8_t *q)
+{
+#ifdef NL_H1_SIMD
+	if (r->wide) {
+		while (q < r->end) {
+			unsigned sh;
+			unsigned m = eq_mask(run16(r, q, &sh), '\n') >> sh;
+			if (m)
+				return q + __builtin_ctz(m);
+			q += 16 - sh;
+		}
+		return NULL;
+	}
+#endif
+	return memchr(q, '\n', (size_t)(r->end - q));
+}
+
+/* ---- events ---------------------------------------------------------------------- */
+
+static inline unsigned ring_slot(uint8_t i)
+{
+	return i % NL_H1_PIPELINE;
+}
+
+/* Events are dropped once the other direction stopped the connection. */
+static void emit(const struct run *r, struct nl_h1_event *ev)
+{
+	if (!atomic_load_explicit(&r->h->stopped, memory_order_relaxed))
+		r->sink(r->ctx, ev);
+}
+
+static void emit_simple(const struct run *r, enum nl_h1_event_type type, unsigned slot)
+{
+	struct nl_h1_event ev = { .type = type, .slot = slot };
+	emit(r, &ev);
+}
+
+/* Stops the connection with one NOT_HTTP (while this direction has not yet
+ * shown a valid start line) or ERROR; whichever direction gets there first
+ * reports it. */
+static bool fail(const struct run *r)
+{
+	enum nl_h1_event_type type = r->s->flags & F_HTTP ? NL_H1_ERROR : NL_H1_NOT_HTTP;
+	if (!atomic_exchange_explicit(&r->h->stopped, 1, memory_order_relaxed)) {
+		struct nl_h1_event ev = { .type = type };
+		r->sink(r->ctx, &ev);
+	}
+	return false;
+}
+
+/* Adds n bytes to the line being read; false past cap. */
+static inline bool line_add(struct nl_h1_half *s, size_t n, unsigned cap)
+{
+	if (n > cap - s->line_len)
+		return false;
+	s->line_len = (uint16_t)(s->line_len + n);
+	return true;
+}
+
+static void message_begin(struct nl_h1_half *s)
+{
+	s->flags &= F_HTTP;
+	s->sub = 0;
+	s->len = 0;
+	s->line_len = 0;
+	s->remaining = 0;
+	s->body_size = 0;
+}
+
+static bool message_end(const struct run *r)
+{
+	struct nl_h1 *h = r->h;
+	struct nl_h1_half *s = r->s;
+	s->state = S_IDLE;
+	if (r->req) {
+		struct nl_h1_event ev = { .type = NL_H1_REQ_END, .slot = s->slot, .body_size = s->body_size };
+		emit(r, &ev);
+		return true;
+	}
+	uint8_t head = atomic_load_explicit(&h->ring_head, memory_order_relaxed);
+	struct nl_h1_event ev = {
+		.type = NL_H1_RESP_END, .slot = ring_slot(head), .status = s->status, .body_size = s->body_size,
+	};
+	emit(r, &ev);
+	/* After the sink: what it did for the slot happens before the slot's reuse. */
+	atomic_store_explicit(&h->ring_head, (uint8_t)(head + 1), memory_order_release);
+	return true;
+}
+
+static const uint8_t *parse_fields(const struct run *r, const uint8_t *p, const uint8_t *e);
+
+/* ---- request line ------------------------------------------------------------------ */
+
+static bool request_begin(const struct run *r)
+{
+	struct nl_h1 *h = r->h;
+	struct nl_h1_half *s = r->s;
+	uint8_t tail = atomic_load_explicit(&h->ring_tail, memory_order_relaxed);
+	uint8_t head = atomic_load_explicit(&h->ring_head, memory_order_acquire);
+	if ((uint8_t)(tail - head) >= NL_H1_PIPELINE)
+		return fail(r);
+	message_begin(s);
+	s->slot = (uint8_t)ring_slot(tail);
+	s->state = S_METHOD;
+	emit_simple(r, NL_H1_REQ_BEGIN, s->slot);
+	return true;
+}
+
+static void request_line_done(const struct run *r)
+{
+	struct nl_h1 *h = r->h;
+	struct nl_h1_half *s = r->s;
+	s->flags = (uint16_t)((s->flags & ~F_CR) | F_HTTP);
+	uint8_t kind = K_OTHER;
+	if (s->aux == 4 && !memcmp(h->buf, "HEAD", 4))
+		kind = K_HEAD;
+	else if (s->aux == 7 && !memcmp(h->buf, "CONNECT", 7))
+		kind = K_CONNECT;
+	struct nl_h1_event ev = {
+		.type = NL_H1_REQ_LINE,
+		.slot = s->slot,
+		.method = h->buf,
+		.method_len = s->aux,
+		.target = h->buf + s->aux,
+		.target_len = (size_t)(s->len - s->aux),
+		.target_truncated = s->flags & F_TRUNC,
+		.version_minor = s->flags & F_MINOR1,
+	};
+	emit(r, &ev);
+	uint8_t tail = atomic_load_explicit(&h->ring_tail, memory_order_relaxed);
+	h->ring_kind[ring_slot(tail)] = kind;
+	atomic_store_explicit(&h->ring_tail, (uint8_t)(tail + 1), memory_order_release);
+	s->len = 0;             /* buf now keeps the Host value */
+	s->n_headers = 0;
+	s->state = S_FIELD;
+}
+
+/* "HTTP/1.0" or "HTTP/1.1" as a word: the minor version, or -1. */
+static inline int version_word(const uint8_t *p)
+{
+	uint64_t w = load64(p);
+	if (w == load64("HTTP/1.1"))
+		return 1;
+	return w == load64("HTTP/1.0") ? 0 : -1;
+}
+
+/* "HTTP/1.0" or "HTTP/1.1", then CRLF or LF. */
+static const uint8_t *parse_req_version(const struct run *r, const uint8_t *p, const uint8_t *e)
+{
+	struct nl_h1_half *s = r->s;
+	if (s->sub == 0 && e - p >= 10) {
+		/* All of it at once; anything unusual byte by byte. */
+		int minor = version_word(p);
+		int eol = p[8] == '\n' ? 1 : p[8] == '\r' && p[9] == '\n' ? 2 : 0;
+		if (minor >= 0 && eol) {
+			s->flags |= (uint16_t)(minor * F_MINOR1);
+			request_line_done(r);
+			return parse_fields(r, p + 8 + eol, e);
+		}
+	}
+	for (; p < e; p++) {
+		uint8_t b = *p;
+		if (s->sub < 7) {
+			if (b != (uint8_t)"HTTP/1."[s->sub])
+				return fail(r), NULL;
+			s->sub++;
+		} else if (s->sub == 7) {
+			if (b != '0' && b != '1')
+				return fail(r), NULL;
+			s->flags |= (uint16_t)(b - '0') * F_MINOR1;
+			s->sub = 8;
+		} else if (b == '\n') {
+			request_line_done(r);
+			return p + 1;
+		} else if (b != '\r' || (s->flags & F_CR)) {
+			return fail(r), NULL;
+		} else {
+			s->flags |= F_CR;
+		}
+	}
+	return p;
+}
+
+static const uint8_t *parse_target(const struct run *r, const uint8_t *p, const uint8_t *e)
+{
+	struct nl_h1_half *s = r->s;
+	const uint8_t *q = find_ctl(r, p, e);
+	if (q < e && *q != ' ')
+		return fail(r), NULL;   /* a control byte */
+	size_t n = (size_t)(q - p);
+	size_t room = (size_t)(s->aux + NL_H1_TARGET_MAX - s->len);
+	char *to = r->h->buf + s->len;
+	if (n > room) {
+		s->flags |= F_TRUNC;
+		n = room;
+	}
+	/* Copies of a fixed size are inline; the bytes past n do no harm. */
+	if (n <= 32 && room >= 32 && e - p >= 32)
+		memcpy(to, p, 32);
+	else if (room == NL_H1_TARGET_MAX && e - p >= NL_H1_TARGET_MAX)
+		memcpy(to, p, NL_H1_TARGET_MAX);
+	else
+		memcpy(to, p, n);
+	s->len = (uint8_t)(s->len + n);
+	if (!line_add(s, (size_t)(q - p) + (q < e), START_LINE_MAX))
+		return fail(r), NULL;
+	if (q == e)
+		return e;
+	if (s->len == s->aux)
+		return fail(r), NULL;   /* empty target */
+	s->sub = 0;
+	s->state = S_REQ_VERSION;
+	return parse_req_version(r, q + 1, e);
+}
+
+static const uint8_t *parse_method(const struct run *r, const uint8_t *p, const uint8_t *e)
+{
+	struct nl_h1_half *s = r->s;
+	char *buf = r->h->buf;
+	unsigned len = s->len;
+	for (; p < e; p++) {
+		uint8_t b = *p;
+		if (b == ' ') {
+			s->aux = s->len = (uint8_t)len;
+			s->line_len = (uint16_t)(len + 1);
+			s->state = S_TARGET;
+			return parse_target(r, p + 1, e);
+		}
+		if (!is_tchar(b) || len == NL_H1_METHOD_MAX)
+			return fail(r), NULL;
+		buf[len++] = (char)b;
+	}
+	s->len = (uint8_t)len;
+	return p;
+}
+
+/* ---- status line ------------------------------------------------------------------- */
+
+/* "HTTP/1.0 " or "HTTP/1.1 " (the H was seen). */
+static const uint8_t *parse_resp_version(const struct run *r, const uint8_t *p, const uint8_t *e)
+{
+	struct nl_h1_half *s = r->s;
+	for (; p < e; p++) {
+		uint8_t b = *p;
+		if (s->sub < 7) {
+			if (b != (uint8_t)"HTTP/1."[s->sub])
+				return fail(r), NULL;
+			s->sub++;
+		} else if (s->sub == 7) {
+			if (b != '0' && b != '1')
+				return fail(r), NULL;
+			s->flags |= (uint16_t)(b - '0') * F_MINOR1;
+			s->sub = 8;
+		} else {
+			if (b != ' ')
+				return fail(r), NULL;
+			s->sub = 0;
+			s->status = 0;
+			s->state = S_STATUS;
+			return p + 1;
+		}
+	}
+	return p;
+}
+
+/* Three digits, 100..999, then SP and a reason, or the line end at once. */
+static const uint8_t *parse_status(const struct run *r, const uint8_t *p, const uint8_t *e)
+{
+	struct nl_h1_half *s = r->s;
+	for (; p < e; p++) {
+		uint8_t b = *p;
+		if (s->sub < 3) {
+			unsigned d = (unsigned)(b - '0');
+			if (d > 9 || (s->sub == 0 && d == 0))
+				return fail(r), NULL;
+			s->status = (uint16_t)(s->status * 10 + d);
+			s->sub++;
+			continue;
+		}
+		if (b != ' ' && b != '\r' && b != '\n')
+			return fail(r), NULL;
+		s->line_len = 12;
+		s->state = S_REASON;
+		return b == ' ' ? p + 1 : p;
+	}
+	return p;
+}
+
+/* The reason phrase is not looked at. */
+static const uint8_t *parse_reason(const struct run *r, const uint8_t *p, const uint8_t *e)
+{
+	struct nl_h1 *h = r->h;
+	struct nl_h1_half *s = r->s;
+	const uint8_t *nl = find_nl(r, p);
+	const uint8_t *q = nl ? nl + 1 : e;
+	if (!line_add(s, (size_t)(q - p), FIELD_LINE_MAX))
+		return fail(r), NULL;
+	if (!nl)
+		return e;
+	s->flags |= F_HTTP;
+	if (atomic_load_explicit(&h->ring_tail, memory_order_acquire) ==
+	    atomic_load_explicit(&h->ring_head, memory_order_relaxed))
+		return fail(r), NULL;   /* a response to nothing */
+	s->n_headers = 0;
+	s->state = S_FIELD;
+	return parse_fields(r, q, e);
+}
+
+/* ---- message heads ------------------------------------------------------------------- */
+
+static void chunk_begin(struct nl_h1_half *s)
+{
+	s->state = S_CHUNK_SIZE;
+	s->sub = 0;
+	s->remaining = 0;
+	s->line_len = 0;
+	s->flags &= (uint16_t)~(F_WS | F_CR);
+}
+
+static bool request_head_done(const struct run *r)
+{
+	struct nl_h1_half *s = r->s;
+	if ((s->flags & (F_TE | F_CHUNKED)) == F_TE)
+		return fail(r);   /* a request body that only the close could end */
+	struct nl_h1_event ev = {
+		.type = NL_H1_REQ_HEAD,
+		.slot = s->slot,
+		.host = s->flags & F_HOST ? r->h->buf : NULL,
+		.host_len = s->flags & F_HOST ? s->len : 0,
+	};
+	emit(r, &ev);
+	s->body_size = 0;
+	if (s->flags & F_TE) {
+		chunk_begin(s);
+		return true;
+	}
+	if (s->remaining) {
+		s->state = S_BODY;
+		return true;
+	}
+	return message_end(r);
+}
+
+static bool response_head_done(const struct run *r)
+{
+	struct nl_h1 *h = r->h;
+	struct nl_h1_half *s = r->s;
+	unsigned st = s->status;
+	if (st < 200 && st != 101) {
+		s->state = S_IDLE;      /* interim: the final response follows */
+		return true;
+	}
+	uint8_t head = atomic_load_explicit(&h->ring_head, memory_order_relaxed);
+	unsigned slot = ring_slot(head);
+	uint8_t kind = h->ring_kind[slot];
+	struct nl_h1_event ev = {
+		.type = NL_H1_RESP_HEAD, .slot = slot, .status = st, .version_minor = s->flags & F_MINOR1,
+	};
+	emit(r, &ev);
+	if (st == 101 || (kind == K_CONNECT && st / 100 == 2)) {
+		struct nl_h1_event end = { .type = NL_H1_RESP_END, .slot = slot, .status = st, .upgraded = true };
+		emit(r, &end);
+		atomic_store_explicit(&h->stopped, 1, memory_order_relaxed);
+		return false;
+	}
+	s->body_size = 0;
+	if (kind == K_HEAD || st == 204 || st == 304)
+		return message_end(r);
+	if (s->flags & F_TE) {
+		if (s->flags & F_CHUNKED)
+			chunk_begin(s);
+		else
+			s->state = S_CLOSE_BODY;
+		return true;
+	}
+	if (!(s->flags & F_CL)) {
+		s->state = S_CLOSE_BODY;
+		return true;
+	}
+	if (s->remaining) {
+		s->state = S_BODY;
+		return true;
+	}
+	return message_end(r);
+}
+
+/* The empty line ending a header or trailer section. */
+static bool section_done(const struct run *r)
+{
+	if (r->s->flags & F_TRAILER)
+		return message_end(r);
+	return r->req ? request_head_done(r) : response_head_done(r);
+}
+
+/* ---- field values ------------------------------------------------------------------ */
+
+static bool value_begin(const struct run *r)
+{
+	struct nl_h1_half *s = r->s;
+	s->aux = 0;
+	switch (s->field) {
+	case FLD_CL:
+		s->body_size = 0;
+		break;
+	case FLD_TE:
+		s->flags |= F_TE;
+		break;
+	case FLD_HOST:
+		if (s->flags & F_HOST)
+			return false;   /* two Host fields */
+		s->flags |= F_HOST;
+		s->len = 0;
+		break;
+	}
+	return true;
+}
+
+/* One complete Content-Length number (of a possible list of equal ones). */
+static bool cl_number(struct nl_h1_half *s)
+{
+	if ((s->flags & F_CL) && s->remaining != s->body_size)
+		return false;
+	s->flags |= F_CL;
+	s->remaining = s->body_size;
+	s->body_size = 0;
+	return true;
+}
+
+/* Content-Length = 1*DIGIT, or a list of equal ones; aux: 0 before a number,
+ * 1 in it, 2 in whitespace after it. */
+static bool cl_byte(struct nl_h1_half *s, uint8_t b)
+{
+	unsigned d = (unsigned)(b - '0');
+	if (d < 10) {
+		if (s->aux == 2 || s->body_size > (UINT64_MAX - d) / 10)
+			return false;
+		s->body_size = s->body_size * 10 + d;
+		s->aux = 1;
+	} else if (is_ws(b)) {
+		if (s->aux == 1)
+			s->aux = 2;
+	} else if (b == ',') {
+		if (s->aux == 0 || !cl_number(s))
+			return false;
+		s->aux = 0;
+	} else {
+		return false;
+	}
+	return true;
+}
+
+/* Transfer-Encoding = #( token *( OWS ";" OWS parameter ) ); what matters is
+ * whether the last coding is chunked. aux: 0 before a coding, 1 in its name
+ * (sub: bytes of "chunked" matched, 0xff: not chunked), 2 after it, 3 in its
+ * parameters. */
+static void te_coding_done(struct nl_h1_half *s)
+{
+	if (s->sub == 7)
+		s->flags |= F_CHUNKED;
+	else
+		s->flags &= (uint16_t)~F_CHUNKED;
+	s->aux = 0;
+}
+
+static bool te_byte(struct nl_h1_half *s, uint8_t b)
+{
+	if (s->aux == 3) {
+		if (b == ',')
+			te_coding_done(s);
+		return true;
+	}
+	if (is_tchar(b)) {
+		if (s->aux == 2)
+			return false;
+		if (s->aux == 0) {
+			s->aux = 1;
+			s->sub = 0;
+		}
+		if (s->sub < 7 && lower(b) == (uint8_t)"chunked"[s->sub])
+			s->sub++;
+		else
+			s->sub = 0xff;
+	} else if (is_ws(b)) {
+		if (s->aux == 1)
+			s->aux = 2;
+	} else if (b == ',') {
+		if (s->aux != 0)
+			te_coding_done(s);
+	} else if (b == ';') {
+		if (s->aux == 0)
+			return false;
+		s->aux = 3;
+	} else {
+		return false;
+	}
+	return true;
+}
+
+/* Host = uri-host [ ":" port ], kept up to NL_H1_HOST_MAX bytes; aux: 0
+ * before it, 1 in it, 2 in whitespace after it. */
+static bool host_byte(const struct run *r, uint8_t b)
+{
+	struct nl_h1_half *s = r->s;
+	if (is_ws(b)) {
+		if (s->aux == 1)
+			s->aux = 2;
+		return true;
+	}
+	if (b < 0x21 || b == 0x7f || s->aux == 2)
+		return false;
+	s->aux = 1;
+	if (s->len < NL_H1_HOST_MAX)
+		r->h->buf[s->len++] = (char)b;
+	return true;
+}
+
+static bool value_done(struct nl_h1_half *s)
+{
+	switch (s->field) {
+	case FLD_CL:
+		return s->aux != 0 && cl_number(s);
+	case FLD_TE:
+		if (s->aux != 0)
+			te_coding_done(s);
+		return true;
+	}
+	return true;
+}
+
+/* Value bytes of an interesting field, up to (without) its '\n'. */
+static bool value_bytes(const struct run *r, const uint8_t *p, const uint8_t *q)
+{
+	struct nl_h1_half *s = r->s;
+	for (; p < q; p++) {
+		uint8_t b = *p;
+		bool ok;
+		if (s->flags & F_CR)
+			ok = false;
+		else if (b == '\r')
+			ok = true, s->flags |= F_CR;
+		else if (s->field == FLD_CL)
+			ok = cl_byte(s, b);
+		else if (s->field == FLD_TE)
+			ok = te_byte(s, b);
+		else
+			ok = host_byte(r, b);
+		if (!ok)
+			return false;
+	}
+	return true;
+}
+
+static const uint8_t *parse_value(const struct run *r, const uint8_t *p, const uint8_t *e)
+{
+	struct nl_h1_half *s = r->s;
+	const uint8_t *q = memchr(p, '\n', (size_t)(e - p));
+	if (!q)
+		q = e;
+	if (!value_bytes(r, p, q) || !line_add(s, (size_t)(q - p) + (q < e), FIELD_LINE_MAX))
+		return fail(r), NULL;
+	if (q == e)
+		return e;
+	s->flags &= (uint16_t)~F_CR;
+	if (!value_done(s))
+		return fail(r), NULL;
+	s->state = S_FIELD;
+	return q + 1;
+}
+
+/* A whole value [v, ve) ('\n' at ve): the common forms of Content-Length
+ * and Host at once, the rest byte by byte; the same outcome either way. */
+static bool value_line(const struct run *r, const uint8_t *v, const uint8_t *ve)
+{
+	struct nl_h1_half *s = r->s;
+	if (s->field == FLD_CL) {
+		const uint8_t *q = v;
+		while (q < ve && is_ws(*q))
+			q++;
+		const uint8_t *d = q;
+		uint64_t n = 0;
+		while (q < ve && (unsigned)(*q - '0') < 10 && q - d < 19)   /* 19 digits never overflow */
+			n = n * 10 + (unsigned)(*q++ - '0');
+		if (q > d) {
+			while (q < ve && is_ws(*q))
+				q++;
+			if (q == ve || (q[0] == '\r' && q + 1 == ve)) {
+				s->body_size = n;
+				return cl_number(s);
+			}
+		}
+	} else if (s->field == FLD_HOST) {
+		const uint8_t *a = v, *b = ve;
+		if (b > a && b[-1] == '\r')
+			b--;
+		while (a < b && is_ws(*a))
+			a++;
+		while (b > a && is_ws(b[-1]))
+			b--;
+		if (find_ctl(r, a, b) != b)
+			return false;
+		size_t n = (size_t)(b - a);
+		if (n > NL_H1_HOST_MAX)
+			n = NL_H1_HOST_MAX;
+		/* Copies of a fixed size are inline; the bytes past n do no harm. */
+		if (n <= 16 && r->end - a >= 16)
+			memcpy(r->h->buf, a, 16);
+		else if (r->end - a >= NL_H1_HOST_MAX)
+			memcpy(r->h->buf, a, NL_H1_HOST_MAX);
+		else
+			memcpy(r->h->buf, a, n);
+		s->len = (uint8_t)n;
+		return true;
+	}
+	if (!value_bytes(r, v, ve))
+		return false;
+	s->flags &= (uint16_t)~F_CR;
+	return value_done(s);
+}
+
+/* ---- field lines --------------------------------------------------------------------- */
+
+/* The name of a field line up to ':', byte-wise; a whole line with a field
+ * of no interest is consumed here at once. */
+static const uint8_t *parse_name(const struct run *r, const uint8_t *p, const uint8_t *e)
+{
+	struct nl_h1_half *s = r->s;
+	const uint8_t *nl = memchr(p, '\n', (size_t)(e - p));
+	const uint8_t *lim = nl ? nl : e;
+	const uint8_t *colon = memchr(p, ':', (size_t)(lim - p));
+	const uint8_t *ne = colon ? colon : lim;
+	size_t n = (size_t)(ne - p);
+	if (s->field) {
+		if (s->sub + n > field_len[s->field] || !ci_eq(p, field_name[s->field] + s->sub, n))
+			s->field = FLD_NONE;
+		else
+			s->sub = (uint8_t)(s->sub + n);
+	}
+	if (n)
+		s->flags = (uint16_t)((s->flags & ~F_WS) | (ne[-1] <= ' ' ? F_WS : 0));
+	if (!colon) {
+		if (nl || !line_add(s, n, FIELD_LINE_MAX))
+			return fail(r), NULL;   /* a field line without ':' */
+		return e;
+	}
+	if (s->flags & F_WS)
+		return fail(r), NULL;   /* whitespace (or a control byte) between name and ':' */
+	if (s->field && s->sub != field_len[s->field])
+		s->field = FLD_NONE;
+	if (s->field) {
+		if (!line_add(s, n + 1, FIELD_LINE_MAX) || !value_begin(r))
+			return fail(r), NULL;
+		s->state = S_VALUE;
+		return colon + 1;
+	}
+	const uint8_t *q = nl ? nl + 1 : e;
+	if (!line_add(s, (size_t)(q - p), FIELD_LINE_MAX))
+		return fail(r), NULL;
+	s->state = nl ? S_FIELD : S_SKIP;
+	return q;
+}
+
+static const uint8_t *parse_skip(const struct run *r, const uint8_t *p, const uint8_t *e)
+{
+	struct nl_h1_half *s = r->s;
+	const uint8_t *nl = memchr(p, '\n', (size_t)(e - p));
+	const uint8_t *q = nl ? nl + 1 : e;
+	if (!line_add(s, (size_t)(q - p), FIELD_LINE_MAX))
+		return fail(r), NULL;
+	if (nl)
+		s->state = S_FIELD;
+	return q;
+}
+
+/* The first byte of a field line, or of the empty line, byte-wise. */
+static const uint8_t *parse_field(const struct run *r, const uint8_t *p, const uint8_t *e)
+{
+	struct nl_h1_half *s = r->s;
+	uint8_t b = *p;
+	if (b == '\r' && !(s->flags & F_CR) && e - p >= 2 && p[1] == '\n')
+		return section_done(r) ? p + 2 : NULL;
+	if (b == '\n') {
+		s->flags &= (uint16_t)~F_CR;
+		return section_done(r) ? p + 1 : NULL;
+	}
+	if (s->flags & F_CR)
+		return fail(r), NULL;
+	if (b == '\r') {
+		s->flags |= F_CR;
+		return p + 1;
+	}
+	if (is_ws(b) || b == ':' || ++s->n_headers > FIELDS_MAX)
+		return fail(r), NULL;   /* obs-fold, empty name, too many */
+	uint8_t f = FLD_NONE;
+	if (!(s->flags & F_TRAILER)) {
+		uint8_t l = lower(b);
+		if (l == 'c')
+			f = FLD_CL;
+		else if (l == 't')
+			f = FLD_TE;
+		else if (l == 'h' && r->req)
+			f = FLD_HOST;
+	}
+	s->field = f;
+	s->sub = 0;
+	s->line_len = 0;
+	s->flags &= (uint16_t)~F_WS;
+	s->state = S_NAME;
+	return p;
+}
+
+/* What a field line's first byte says: a name that may matter, or a line
+ * for the byte-wise path. */
+enum { C_OTHER, C_C, C_T, C_H, C_SPECIAL };
+static const uint8_t first_class[256] = {
+	['c'] = C_C, ['C'] = C_C, ['t'] = C_T, ['T'] = C_T, ['h'] = C_H, ['H'] = C_H,
+	['\r'] = C_SPECIAL, ['\n'] = C_SPECIAL, [' '] = C_SPECIAL, ['\t'] = C_SPECIAL, [':'] = C_SPECIAL,
+};
+
+/* The field named p[0..n), by words: letters are compared with 0x20 set
+ * (the mask has it at letter positions only), other bytes exactly. */
+static inline uint8_t match_name(const uint8_t *p, size_t n, uint8_t cls, bool req)
+{
+	const uint64_t letters = 0x2020202020202020ull;
+	switch (cls) {
+	case C_C:
+		if (n == 14 && (load64(p) | load64("\x20\x20\x20\x20\x20\x20\x20\x00")) == load64("content-") &&
+		    (load64(p + 6) | load64("\x20\x00\x20\x20\x20\x20\x20\x20")) == load64("t-length"))
+			return FLD_CL;
+		break;
+	case C_T:
+		if (n == 17 && (load64(p) | letters) == load64("transfer") && p[8] == '-' &&
+		    (load64(p + 9) | letters) == load64("encoding"))
+			return FLD_TE;
+		break;
+	case C_H:
+		if (req && n == 4 && (load32(p) | (uint32_t)letters) == load32("host"))
+			return FLD_HOST;
+		break;
+	}
+	return FLD_NONE;
+}
+
+/* The first '\n' of [p, e) (NULL: none) and the first ':' before it (NULL:
+ * none), for a call of 16 bytes or more. */
+static inline const uint8_t *find_line(const uint8_t *p, const uint8_t *e, const uint8_t **colon)
+{
+#ifdef NL_H1_SIMD
+	const uint8_t *last = e - 16, *c = NULL;
+	for (const uint8_t *q = p;;) {
+		const uint8_t *at = q <= last ? q : last;
+		unsigned sh = (unsigned)(q - at);
+		__m128i v = _mm_loadu_si128((const __m128i *)(const void *)at);
+		unsigned mn = eq_mask(v, '\n') >> sh;
+		if (!c) {
+			/* mn ^ (mn - 1): the bits up to the first '\n'; all when none. */
+			unsigned mc = (eq_mask(v, ':') >> sh) & (mn ^ (mn - 1));
+			if (mc)
+				c = q + __builtin_ctz(mc);
+		}
+		if (mn) {
+			*colon = c;
+			return q + __builtin_ctz(mn);
+		}
+		q += 16 - sh;
+		if (q >= e)
+			return NULL;
+	}
+#else
+	const uint8_t *nl = memchr(p, '\n', (size_t)(e - p));
+	*colon = nl ? memchr(p, ':', (size_t)(nl - p)) : NULL;
+	return nl;
+#endif
+}
+
+/* Field lines: whole ones at once, each found with one scan for '\n' and
+ * ':'; a partial line, the empty line or an unusual first byte go the
+ * byte-wise way. */
+static const uint8_t *parse_fields(const struct run *r, const uint8_t *p, const uint8_t *e)
+{
+	struct nl_h1_half *s = r->s;
+	if (p == e)
+		return p;
+	if (r->wide && !(s->flags & F_CR)) {
+		unsigned fields = s->n_headers;
+		while (p < e) {
+			uint8_t cls = first_class[*p];
+			if (cls == C_SPECIAL)
+				break;
+			const uint8_t *colon, *nl = find_line(p, e, &colon);
+			if (!nl)
+				break;
+			if (nl - p >= FIELD_LINE_MAX || !colon || colon[-1] <= ' ' || ++fields > FIELDS_MAX)
+				return fail(r), NULL;
+			if (cls != C_OTHER && !(s->flags & F_TRAILER)) {
+				s->field = match_name(p, (size_t)(colon - p), cls, r->req);
+				if (s->field && (!value_begin(r) || !value_line(r, colon + 1, nl)))
+					return fail(r), NULL;
+			}
+			p = nl + 1;
+		}
+		s->n_headers = (uint16_t)fields;
+		if (p == e)
+			return p;
+	}
+	return parse_field(r, p, e);
+}
+
+/* ---- bodies ------------------------------------------------------------------ */
+
+/* The chunk size line is complete. */
+static void chunk_line_done(struct nl_h1_half *s)
+{
+	s->flags &= (uint16_t)~(F_CR | F_WS);
+	if (s->remaining) {
+		s->state = S_CHUNK_DATA;
+		return;
+	}
+	s->flags |= F_TRAILER;  /* last-chunk: the trailer section follows */
+	s->n_headers = 0;
+	s->state = S_FIELD;
+}
+
+static const uint8_t *parse_chunk_size(const struct run *r, const uint8_t *p, const uint8_t *e)
+{
+	struct nl_h1_half *s = r->s;
+	const uint8_t *q = p;
+	for (; q < e; q++) {
+		uint8_t b = *q;
+		if (b == '\n' || b == ';')
+			break;
+		if (s->flags & F_CR)
+			return fail(r), NULL;
+		unsigned d = hex_digit(b);
+		if (d < 16 && !(s->flags & F_WS)) {
+			if (s->remaining >> 60)
+				return fail(r), NULL;
+			s->remaining = s->remaining << 4 | d;
+			s->sub = 1;
+		} else if (!s->sub) {
+			return fail(r), NULL;
+		} else if (b == '\r') {
+			s->flags |= F_CR;
+		} else if (is_ws(b)) {
+			s->flags |= F_WS;
+		} else {
+			return fail(r), NULL;
+		}
+	}
+	if (!line_add(s, (size_t)(q - p) + (q < e), FIELD_LINE_MAX))
+		return fail(r), NULL;
+	if (q == e)
+		return e;
+	if (!s->sub || (*q == ';' && (s->flags & F_CR)))
+		return fail(r), NULL;
+	if (*q == ';')
+		s->state = S_CHUNK_EXT;
+	else
+		chunk_line_done(s);
+	return q + 1;
+}
+
+/* Chunk extensions are not looked at. */
+static const uint8_t *parse_chunk_ext(const struct run *r, const uint8_t *p, const uint8_t *e)
+{
+	struct nl_h1_half *s = r->s;
+	const uint8_t *nl = memchr(p, '\n', (size_t)(e - p));
+	const uint8_t *q = nl ? nl + 1 : e;
+	if (!line_add(s, (size_t)(q - p), FIELD_LINE_MAX))
+		return fail(r), NULL;
+	if (nl)
+		chunk_line_done(s);
+	return q;
+}
+
+static const uint8_t *parse_chunk_end(const struct run *r, const uint8_t *p)
+{
+	struct nl_h1_half *s = r->s;
+	uint8_t b = *p;
+	if (b == '\n') {
+		chunk_begin(s);
+		return p + 1;
+	}
+	if (b != '\r' || (s->flags & F_CR))
+		return fail(r), NULL;
+	s->flags |= F_CR;
+	return p + 1;
+}
+
+/* Takes up to remaining bytes as body. */
+static const uint8_t *take_body(struct nl_h1_half *s, const uint8_t *p, const uint8_t *e)
+{
+	size_t avail = (size_t)(e - p);
+	size_t n = s->remaining < avail ? (size_t)s->remaining : avail;
+	s->remaining -= n;
+	s->body_size += n;
+	return p + n;
+}
+
+/* ---- the loop ------------------------------------------------------------------ */
+
+static const uint8_t *parse_idle(const struct run *r, const uint8_t *p, const uint8_t *e)
+{
+	struct nl_h1_half *s = r->s;
+	uint8_t b = *p;
+	if (b == '\n') {
+		s->flags &= (uint16_t)~F_CR;
+		return p + 1;
+	}
+	if (s->flags & F_CR)
+		return fail(r), NULL;
+	if (b == '\r') {
+		s->flags |= F_CR;       /* an empty line before the start line */
+		return p + 1;
+	}
+	if (r->req) {
+		if ((unsigned)(b - 'A') >= 26u)
+			return fail(r), NULL;
+		return request_begin(r) ? parse_method(r, p, e) : NULL;
+	}
+	if (b != 'H')
+		return fail(r), NULL;
+	message_begin(s);
+	if (e - p >= 13) {
+		/* "HTTP/1.x 200" and what follows at once; anything unusual byte by byte. */
+		int minor = version_word(p);
+		unsigned d0 = (unsigned)(p[9] - '0'), d1 = (unsigned)(p[10] - '0'), d2 = (unsigned)(p[11] - '0');
+		uint8_t after = p[12];
+		if (minor >= 0 && p[8] == ' ' && d0 - 1 < 9 && d1 < 10 && d2 < 10 &&
+		    (after == ' ' || after == '\r' || after == '\n')) {
+			s->flags |= (uint16_t)(minor * F_MINOR1);
+			s->status = (uint16_t)(d0 * 100 + d1 * 10 + d2);
+			s->line_len = 12;
+			s->state = S_REASON;
+			return parse_reason(r, p + 12 + (after == ' '), e);
+		}
+	}
+	s->sub = 1;
+	s->state = S_RESP_VERSION;
+	return p + 1;
+}
+
+static bool parse(const struct run *r, const uint8_t *p, const uint8_t *e)
+{
+	struct nl_h1_half *s = r->s;
+	while (p < e) {
+		switch ((enum state)s->state) {
+		case S_IDLE:
+			p = parse_idle(r, p, e);
+			break;
+		case S_METHOD:
+			p = parse_method(r, p, e);
+			break;
+		case S_TARGET:
+			p = parse_target(r, p, e);
+			break;
+		case S_REQ_VERSION:
+			p = parse_req_version(r, p, e);
+			break;
+		case S_RESP_VERSION:
+			p = parse_resp_version(r, p, e);
+			break;
+		case S_STATUS:
+			p = parse_status(r, p, e);
+			break;
+		case S_REASON:
+			p = parse_reason(r, p, e);
+			break;
+		case S_FIELD:
+			p = parse_fields(r, p, e);
+			break;
+		case S_NAME:
+			p = parse_name(r, p, e);
+			break;
+		case S_SKIP:
+			p = parse_skip(r, p, e);
+			break;
+		case S_VALUE:
+			p = parse_value(r, p, e);
+			break;
+		case S_BODY:
+			p = take_body(s, p, e);
+			if (!s->remaining && !message_end(r))
+				p = NULL;
+			break;
+		case S_CHUNK_SIZE:
+			p = parse_chunk_size(r, p, e);
+			break;
+		case S_CHUNK_EXT:
+			p = parse_chunk_ext(r, p, e);
+			break;
+		case S_CHUNK_DATA:
+			p = take_body(s, p, e);
+			if (!s->remaining)
+				s->state = S_CHUNK_END;
+			break;
+		case S_CHUNK_END:
+			p = parse_chunk_end(r, p);
+			break;
+		case S_CLOSE_BODY:
+			s->body_size += (uint64_t)(e - p);
+			p = e;
+			break;
+		}
+		if (!p)
+			return false;
+	}
+	return true;
+}
+
+/* ---- the API ------------------------------------------------------------------ */
+
+void nl_h1_init(struct nl_h1 *h)
+{
+	memset(h, 0, sizeof *h);
+}
+
+bool nl_h1_feed(struct nl_h1 *h, enum nl_h1_dir dir, const void *buf, size_t n, nl_h1_sink sink, void *ctx)
+{
+	if (atomic_load_explicit(&h->stopped, memory_order_relaxed))
+		return false;
+	if (!n)
+		return true;
+	bool req = dir == NL_H1_REQUEST;
+	const uint8_t *p = buf;
+	struct run r = { h, req ? &h->req : &h->resp, sink, ctx, p + n, n >= 16, req };
+	return parse(&r, p, p + n) && !atomic_load_explicit(&h->stopped, memory_order_relaxed);
+}
+
+void nl_h1_close(struct nl_h1 *h, nl_h1_sink sink, void *ctx)
+{
+	if (atomic_load_explicit(&h->stopped, memory_order_relaxed))
+		return;
+	struct run r = { h, &h->resp, sink, ctx, NULL, false, false };
+	if (h->resp.state == S_CLOSE_BODY)
+		message_end(&r);
+	uint8_t head = atomic_load_explicit(&h->ring_head, memory_order_relaxed);
+	uint8_t tail = atomic_load_explicit(&h->ring_tail, memory_order_acquire);
+	for (; head != tail; head++)
+		emit_simple(&r, NL_H1_ABORTED, ring_slot(head));
+	atomic_store_explicit(&h->ring_head, head, memory_order_relaxed);
+	atomic_store_explicit(&h->stopped, 1, memory_order_relaxed);
+}
+
+bool nl_h1_feed_opaque(struct nl_h1 *h, enum nl_h1_dir dir, size_t n, nl_h1_sink sink, void *ctx)
+{
+	if (atomic_load_explicit(&h->stopped, memory_order_relaxed))
+		return false;
+	bool req = dir == NL_H1_REQUEST;
+	struct run r = { h, req ? &h->req : &h->resp, sink, ctx, NULL, false, req };
+	struct nl_h1_half *s = r.s;
+	if (!n)
+		return true;
+	/* Unseen bytes fit only where bytes are counted, not read. */
+	if (s->state == S_CLOSE_BODY) {
+		s->body_size += n;
+		return true;
+	}
+	if ((s->state != S_BODY && s->state != S_CHUNK_DATA) || n > s->remaining)
+		return fail(&r);
+	s->remaining -= n;
+	s->body_size += n;
+	if (!s->remaining) {
+		if (s->state == S_CHUNK_DATA)
+			s->state = S_CHUNK_END;
+		else if (!message_end(&r))
+			return false;
+	}
+	return !atomic_load_explicit(&h->stopped, memory_order_relaxed);
+}

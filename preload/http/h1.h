@@ -1,0 +1,126 @@
+/* HTTP/1.x message framing as a push parser: bytes in, events out.
+ *
+ * One struct nl_h1 follows one connection. The bytes of its two directions
+ * are fed separately: the request stream (what a client writes, what a server
+ * reads) and the response stream. The parser never buffers a message: it
+ * keeps a small state per direction and copies only what its events report
+ * (the method, the request target up to NL_H1_TARGET_MAX bytes, the Host
+ * value up to NL_H1_HOST_MAX bytes).
+ *
+ * It knows nothing of sockets, clocks or metrics and calls nothing but the
+ * sink and <string.h>, so it is tested and fuzzed on its own. Any split of the
+ * bytes across calls, down to one byte per call, gives the same events as one
+ * call with everything.
+ *
+ * Threads: the two directions may be fed by two threads at once (one reading,
+ * one writing the same socket); the only state they share is the ring of
+ * requests awaiting their response, a single-producer single-consumer queue
+ * of atomics. Feeding one direction from two threads at once is the caller's
+ * to prevent.
+ *
+ * Framing follows RFC 9112: Content-Length; chunked (extensions, trailers);
+ * close-delimited responses; no body for responses to HEAD and for 1xx, 204,
+ * 304; interim 1xx responses before the final one; 101 and a 2xx to CONNECT
+ * end parsing for the connection; pipelined requests answered in order.
+ * Malformed input stops parsing for the connection (NL_H1_ERROR): what was in
+ * flight is then reported as nothing rather than as wrong data.
+ */
+#ifndef NL_H1_H
+#define NL_H1_H
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define NL_H1_TARGET_MAX 96     /* request target bytes kept (longer: truncated) */
+#define NL_H1_HOST_MAX 48       /* Host header bytes kept (longer: truncated) */
+#define NL_H1_METHOD_MAX 16     /* a longer method is malformed */
+#define NL_H1_PIPELINE 4        /* requests awaiting a response; one more: error */
+
+enum nl_h1_dir { NL_H1_REQUEST, NL_H1_RESPONSE };
+
+enum nl_h1_event_type {
+	NL_H1_REQ_BEGIN,        /* the first byte of a request was fed */
+	NL_H1_REQ_LINE,         /* request line complete: method, target, version */
+	NL_H1_REQ_HEAD,         /* request headers complete: host */
+	NL_H1_REQ_END,          /* request body complete: body_size */
+	NL_H1_RESP_HEAD,        /* final response's headers complete: status, version */
+	NL_H1_RESP_END,         /* final response complete: body_size */
+	NL_H1_ABORTED,          /* nl_h1_close() with this request unanswered */
+	NL_H1_NOT_HTTP,         /* a direction's first bytes are not HTTP/1.x */
+	NL_H1_ERROR,            /* malformed input: parsing stopped */
+};
+
+struct nl_h1_event {
+	enum nl_h1_event_type type;
+	/* Ring slot (0..NL_H1_PIPELINE-1) of the request this event is about, so a
+	 * caller can keep per-request data (a start time) in an array of its own:
+	 * request events name the request being read, response events the request
+	 * being answered. */
+	unsigned slot;
+	const char *method;     /* REQ_LINE */
+	size_t method_len;
+	const char *target;     /* REQ_LINE */
+	size_t target_len;
+	bool target_truncated;
+	const char *host;       /* REQ_HEAD; NULL when there was no Host header */
+	size_t host_len;
+	unsigned version_minor; /* REQ_LINE, RESP_HEAD: 0 or 1 (HTTP/1.0, HTTP/1.1) */
+	unsigned status;        /* RESP_HEAD, RESP_END */
+	uint64_t body_size;     /* REQ_END, RESP_END: body bytes, without chunk framing */
+	bool upgraded;          /* RESP_END after 101 or a 2xx to CONNECT: parsing ends */
+};
+
+typedef void (*nl_h1_sink)(void *ctx, const struct nl_h1_event *ev);
+
+/* A direction's state. Its fields are the parser's own. */
+struct nl_h1_half {
+	uint8_t state;
+	uint8_t sub;            /* position inside a token being matched */
+	uint8_t field;          /* the field line being read, when it matters */
+	uint8_t aux;            /* request line: method length; field value: its sub-state */
+	uint8_t len;            /* request stream: bytes in buf */
+	uint8_t slot;           /* request stream: ring slot of the request being read */
+	uint16_t flags;
+	uint16_t status;
+	uint16_t n_headers;
+	uint16_t line_len;      /* bytes of the line being read, against its cap */
+	uint64_t remaining;     /* body or chunk bytes still to come; Content-Length while reading fields */
+	uint64_t body_size;     /* body bytes so far; the Content-Length digits while reading them */
+};
+
+struct nl_h1 {
+	struct nl_h1_half req, resp;
+	_Atomic uint8_t ring_head;      /* next slot the response stream answers */
+	_Atomic uint8_t ring_tail;      /* next slot the request stream fills */
+	_Atomic uint8_t stopped;        /* not HTTP, malformed, or upgraded */
+	uint8_t ring_kind[NL_H1_PIPELINE];   /* per pending request: HEAD, CONNECT, other */
+	char buf[NL_H1_METHOD_MAX + NL_H1_TARGET_MAX];   /* request stream only */
+};
+
+/* A connection starts with nl_h1_init (or all-zero memory). */
+void nl_h1_init(struct nl_h1 *h);
+
+/* Feeds n bytes of one direction. Returns false once the connection is no
+ * longer parsed (not HTTP, malformed, upgraded): the caller may then stop
+ * feeding it at all. */
+bool nl_h1_feed(struct nl_h1 *h, enum nl_h1_dir dir, const void *buf, size_t n, nl_h1_sink sink, void *ctx);
+
+/* n bytes of one direction that the caller moved without seeing them
+ * (sendfile, splice): they must fall inside a body, whose framing says how
+ * many are due; anywhere else parsing stops (NL_H1_ERROR). */
+bool nl_h1_feed_opaque(struct nl_h1 *h, enum nl_h1_dir dir, size_t n, nl_h1_sink sink, void *ctx);
+
+/* The connection ended (close, or end of stream read). A close-delimited
+ * response in progress ends here (RESP_END); every request still awaiting its
+ * response is reported as NL_H1_ABORTED, oldest first. */
+void nl_h1_close(struct nl_h1 *h, nl_h1_sink sink, void *ctx);
+
+/* True while the connection is still parsed. */
+static inline bool nl_h1_active(const struct nl_h1 *h)
+{
+	return !atomic_load_explicit(&h->stopped, memory_order_relaxed);
+}
+
+#endif

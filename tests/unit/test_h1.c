@@ -1,0 +1,840 @@
+/* The HTTP/1.x push parser (preload/http/h1.c): message exchanges whose
+ * events were written by hand from RFC 9112, each fed whole, split in two at
+ * every offset and one byte per call; several messages per call; both
+ * directions fed from two threads. */
+#include <criterion/criterion.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "h1.h"
+
+/* ---- recording events as text ------------------------------------------------ */
+
+/* Events rendered one after the other, "; " between them. */
+struct rec {
+	char text[16384];
+	size_t len;
+	unsigned n;
+};
+
+static void put(struct rec *r, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	int n = vsnprintf(r->text + r->len, sizeof r->text - r->len, fmt, ap);
+	va_end(ap);
+	cr_assert(n >= 0 && (size_t)n < sizeof r->text - r->len, "event text too long");
+	r->len += (size_t)n;
+}
+
+/* Fields an event of this type does not carry must be empty: rendered as
+ * " !extra" so that any stray value shows up in a comparison. */
+static bool extra(const struct nl_h1_event *ev)
+{
+	bool line = ev->type == NL_H1_REQ_LINE, head = ev->type == NL_H1_REQ_HEAD;
+	bool status = ev->type == NL_H1_RESP_HEAD || ev->type == NL_H1_RESP_END;
+	bool body = ev->type == NL_H1_REQ_END || ev->type == NL_H1_RESP_END;
+	return (!line && (ev->method || ev->method_len || ev->target || ev->target_len || ev->target_truncated)) ||
+	       (!head && (ev->host || ev->host_len)) ||
+	       (!line && ev->type != NL_H1_RESP_HEAD && ev->version_minor) || (!status && ev->status) ||
+	       (!body && ev->body_size) || (ev->type != NL_H1_RESP_END && ev->upgraded) ||
+	       ((ev->type == NL_H1_NOT_HTTP || ev->type == NL_H1_ERROR) && ev->slot);
+}
+
+static void record(void *ctx, const struct nl_h1_event *ev)
+{
+	struct rec *r = ctx;
+	if (r->n++)
+		put(r, "; ");
+	switch (ev->type) {
+	case NL_H1_REQ_BEGIN:
+		put(r, "BEGIN %u", ev->slot);
+		break;
+	case NL_H1_REQ_LINE:
+		put(r, "LINE %u %.*s %.*s %u%s", ev->slot, (int)ev->method_len, ev->method, (int)ev->target_len,
+		    ev->target, ev->version_minor, ev->target_truncated ? " trunc" : "");
+		break;
+	case NL_H1_REQ_HEAD:
+		if (ev->host)
+			put(r, "HEAD %u host=%.*s", ev->slot, (int)ev->host_len, ev->host);
+		else
+			put(r, "HEAD %u -", ev->slot);
+		break;
+	case NL_H1_REQ_END:
+		put(r, "REQEND %u %llu", ev->slot, (unsigned long long)ev->body_size);
+		break;
+	case NL_H1_RESP_HEAD:
+		put(r, "RESP %u %u %u", ev->slot, ev->status, ev->version_minor);
+		break;
+	case NL_H1_RESP_END:
+		put(r, "RESPEND %u %u %llu%s", ev->slot, ev->status, (unsigned long long)ev->body_size,
+		    ev->upgraded ? " upgraded" : "");
+		break;
+	case NL_H1_ABORTED:
+		put(r, "ABORTED %u", ev->slot);
+		break;
+	case NL_H1_NOT_HTTP:
+		put(r, "NOT_HTTP");
+		break;
+	case NL_H1_ERROR:
+		put(r, "ERROR");
+		break;
+	default:
+		put(r, "?%d", (int)ev->type);
+	}
+	if (extra(ev))
+		put(r, " !extra");
+}
+
+/* ---- feeding ------------------------------------------------------------------ */
+
+struct conn {
+	struct nl_h1 h;
+	struct rec rec;
+};
+
+static void feed(struct conn *c, enum nl_h1_dir dir, const char *p, size_t n)
+{
+	bool more = nl_h1_feed(&c->h, dir, p, n, record, &c->rec);
+	cr_assert_eq(more, nl_h1_active(&c->h), "feed's result must say whether the connection is still parsed");
+}
+
+/* Feeds p[0..n) in pieces: cuts[] are the offsets where a new call starts. */
+static void feed_cut(struct conn *c, enum nl_h1_dir dir, const char *p, size_t n, const size_t *cuts, size_t ncuts)
+{
+	size_t at = 0;
+	for (size_t i = 0; i <= ncuts; i++) {
+		size_t to = i < ncuts ? cuts[i] : n;
+		feed(c, dir, p + at, to - at);
+		at = to;
+	}
+}
+
+static void feed_bytes(struct conn *c, enum nl_h1_dir dir, const char *p, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		feed(c, dir, p + i, 1);
+}
+
+/* The request bytes, then the response bytes, then the close: all at once,
+ * split at req_cut / resp_cut (0: not split), or one byte per call. */
+enum mode { WHOLE, SPLIT, BYTES };
+
+static void run(struct conn *c, const char *req, size_t req_len, const char *resp, size_t resp_len, enum mode mode,
+		size_t req_cut, size_t resp_cut)
+{
+	nl_h1_init(&c->h);
+	memset(&c->rec, 0, sizeof c->rec);
+	if (mode == BYTES) {
+		feed_bytes(c, NL_H1_REQUEST, req, req_len);
+		feed_bytes(c, NL_H1_RESPONSE, resp, resp_len);
+	} else {
+		feed_cut(c, NL_H1_REQUEST, req, req_len, &req_cut, mode == SPLIT && req_cut);
+		feed_cut(c, NL_H1_RESPONSE, resp, resp_len, &resp_cut, mode == SPLIT && resp_cut);
+	}
+	nl_h1_close(&c->h, record, &c->rec);
+	/* Nothing more after the close. */
+	size_t len = c->rec.len;
+	cr_assert_not(nl_h1_feed(&c->h, NL_H1_REQUEST, "GET / HTTP/1.1\r\n\r\n", 18, record, &c->rec));
+	nl_h1_close(&c->h, record, &c->rec);
+	cr_assert_eq(c->rec.len, len);
+}
+
+static struct conn conn;   /* large: not on the stack */
+
+/* The events recorded in conn must be want; what is wrong, said by fmt. */
+__attribute__((format(printf, 2, 3))) static void expect(const char *want, const char *fmt, ...)
+{
+	if (!strcmp(conn.rec.text, want))
+		return;
+	char what[256];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(what, sizeof what, fmt, ap);
+	va_end(ap);
+	cr_assert_fail("%s\n got: %s\nwant: %s", what, conn.rec.text, want);
+}
+
+/* Checks one exchange fed whole, split in two at every offset of either
+ * direction, and one byte per call. */
+static void check(const char *name, const char *req, size_t req_len, const char *resp, size_t resp_len,
+		  const char *want)
+{
+	run(&conn, req, req_len, resp, resp_len, WHOLE, 0, 0);
+	expect(want, "%s, fed whole", name);
+	for (size_t k = 1; k < req_len; k++) {
+		run(&conn, req, req_len, resp, resp_len, SPLIT, k, 0);
+		expect(want, "%s, request split at %zu", name, k);
+	}
+	for (size_t k = 1; k < resp_len; k++) {
+		run(&conn, req, req_len, resp, resp_len, SPLIT, 0, k);
+		expect(want, "%s, response split at %zu", name, k);
+	}
+	run(&conn, req, req_len, resp, resp_len, BYTES, 0, 0);
+	expect(want, "%s, one byte per call", name);
+}
+
+/* String literals that may hold NUL bytes: pointer and length. */
+#define B(s) s, sizeof(s) - 1
+
+#define CHECK(name, req, resp, want) check(name, B(req), B(resp), want)
+
+/* ---- framing ------------------------------------------------------------------ */
+
+Test(h1, content_length)
+{
+	CHECK("content-length",
+	      "POST /upload HTTP/1.1\r\nHost: example.com\r\nContent-Length: 5\r\n\r\nhello",
+	      "HTTP/1.1 201 Created\r\nContent-Type: text/plain\r\nContent-Length: 2\r\n\r\nok",
+	      "BEGIN 0; LINE 0 POST /upload 1; HEAD 0 host=example.com; REQEND 0 5; "
+	      "RESP 0 201 1; RESPEND 0 201 2");
+	CHECK("typical get",
+	      "GET /v1/items HTTP/1.1\r\nHost: api.example.com\r\nUser-Agent: curl/8.5.0\r\nAccept: */*\r\n"
+	      "Accept-Encoding: gzip, br\r\nConnection: keep-alive\r\nAuthorization: Bearer abc.def\r\n\r\n",
+	      "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 16\r\n"
+	      "Date: Mon, 01 Jan 2024 00:00:00 GMT\r\nServer: nginx\r\nConnection: keep-alive\r\n\r\n"
+	      "{\"items\":[1,2]}\n",
+	      "BEGIN 0; LINE 0 GET /v1/items 1; HEAD 0 host=api.example.com; REQEND 0 0; "
+	      "RESP 0 200 1; RESPEND 0 200 16");
+	CHECK("zero, and names in any case",
+	      "PUT /z HTTP/1.1\r\ncontent-LENGTH: 0\r\nHOST: H\r\n\r\n",
+	      "HTTP/1.1 200 OK\r\nCONTENT-length:0\r\n\r\n",
+	      "BEGIN 0; LINE 0 PUT /z 1; HEAD 0 host=H; REQEND 0 0; RESP 0 200 1; RESPEND 0 200 0");
+	CHECK("repeated equal values, as lines and as a list",
+	      "POST /r HTTP/1.1\r\nContent-Length: 3\r\nContent-Length:  3 \r\n\r\nabc",
+	      "HTTP/1.1 200 OK\r\nContent-Length: 2, 2\r\n\r\nxy",
+	      "BEGIN 0; LINE 0 POST /r 1; HEAD 0 -; REQEND 0 3; RESP 0 200 1; RESPEND 0 200 2");
+	CHECK("names that only look like the ones that matter",
+	      "GET /n HTTP/1.1\r\nContent-Lengths: 9\r\nContent: 9\r\nHostname: no\r\nHost-Alias: no\r\nHos: no\r\n"
+	      "Transfer-Encodings: chunked\r\nTE: trailers\r\nX-Host: no\r\n\r\n",
+	      "HTTP/1.1 200 OK\r\nContent-Lengthy: 1\r\nContent-Length: 1\r\nTransfer: chunked\r\n\r\n!",
+	      "BEGIN 0; LINE 0 GET /n 1; HEAD 0 -; REQEND 0 0; RESP 0 200 1; RESPEND 0 200 1");
+	CHECK("a status line without a reason",
+	      "GET / HTTP/1.1\r\n\r\n",
+	      "HTTP/1.1 404\r\nContent-Length: 1\r\n\r\nx",
+	      "BEGIN 0; LINE 0 GET / 1; HEAD 0 -; REQEND 0 0; RESP 0 404 1; RESPEND 0 404 1");
+}
+
+Test(h1, chunked)
+{
+	CHECK("extensions and trailers",
+	      "POST /c HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\n\r\n"
+	      "5;name=val\r\nhello\r\n6 ; a=b;c=\"d\"\r\n world\r\n0\r\nX-Checksum: 1\r\nContent-Length: 99\r\n\r\n",
+	      "HTTP/1.1 200 OK\r\nTransfer-Encoding: gzip, chunked\r\n\r\n"
+	      "A\r\n0123456789\r\n1a\r\nabcdefghijklmnopqrstuvwxyz\r\n0;x=y\r\n\r\n",
+	      "BEGIN 0; LINE 0 POST /c 1; HEAD 0 host=h; REQEND 0 11; RESP 0 200 1; RESPEND 0 200 36");
+	CHECK("chunked wins over content-length",
+	      "POST / HTTP/1.1\r\nContent-Length: 100\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n0\r\n\r\n",
+	      "HTTP/1.1 200 OK\r\nTransfer-Encoding: CHUNKED\r\nContent-Length: 1\r\n\r\n"
+	      "0000000000000000000002\r\nab\r\n0\r\n\r\n",
+	      "BEGIN 0; LINE 0 POST / 1; HEAD 0 -; REQEND 0 3; RESP 0 200 1; RESPEND 0 200 2");
+	CHECK("codings over several lines, parameters, empty elements",
+	      "POST / HTTP/1.1\r\nTransfer-Encoding: gzip;q=1\r\nTransfer-Encoding: , chunked ,\r\n\r\n0\r\n\r\n",
+	      "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nTransfer-Encoding: identity\r\n\r\nuntil close",
+	      "BEGIN 0; LINE 0 POST / 1; HEAD 0 -; REQEND 0 0; RESP 0 200 1; RESPEND 0 200 11");
+	CHECK("a last coding that is not chunked ends a response with the connection",
+	      "GET / HTTP/1.1\r\n\r\n",
+	      "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked, gzip\r\nContent-Length: 3\r\n\r\n3\r\nabc\r\n0\r\n\r\n",
+	      "BEGIN 0; LINE 0 GET / 1; HEAD 0 -; REQEND 0 0; RESP 0 200 1; RESPEND 0 200 13");
+	CHECK("bare LF in chunk framing",
+	      "POST / HTTP/1.1\nTransfer-Encoding: chunked\n\n2\nab\n0\n\n",
+	      "HTTP/1.1 200 OK\nTransfer-Encoding: chunked\n\n1\nx\n0\nT: 1\n\n",
+	      "BEGIN 0; LINE 0 POST / 1; HEAD 0 -; REQEND 0 2; RESP 0 200 1; RESPEND 0 200 1");
+}
+
+Test(h1, close_delimited)
+{
+	CHECK("HTTP/1.0 response without Content-Length",
+	      "GET /old HTTP/1.0\r\nUser-Agent: x\r\n\r\n",
+	      "HTTP/1.0 200 OK\r\nServer: x\r\n\r\nbody until close",
+	      "BEGIN 0; LINE 0 GET /old 0; HEAD 0 -; REQEND 0 0; RESP 0 200 0; RESPEND 0 200 16");
+	CHECK("HTTP/1.1 response without framing, empty body",
+	      "POST /p HTTP/1.1\r\nContent-Length: 1\r\n\r\nx",
+	      "HTTP/1.1 500 Internal Server Error\r\nConnection: close\r\n\r\n",
+	      "BEGIN 0; LINE 0 POST /p 1; HEAD 0 -; REQEND 0 1; RESP 0 500 1; RESPEND 0 500 0");
+}
+
+Test(h1, no_body)
+{
+	CHECK("HEAD",
+	      "HEAD /x HTTP/1.1\r\nHost: a\r\n\r\nGET /y HTTP/1.1\r\nHost: a\r\n\r\n",
+	      "HTTP/1.1 200 OK\r\nContent-Length: 1234\r\nTransfer-Encoding: chunked\r\n\r\n"
+	      "HTTP/1.1 200 OK\r\nContent-Length: 1\r\n\r\nz",
+	      "BEGIN 0; LINE 0 HEAD /x 1; HEAD 0 host=a; REQEND 0 0; BEGIN 1; LINE 1 GET /y 1; HEAD 1 host=a; "
+	      "REQEND 1 0; RESP 0 200 1; RESPEND 0 200 0; RESP 1 200 1; RESPEND 1 200 1");
+	CHECK("204 and 304",
+	      "DELETE /d HTTP/1.1\r\n\r\nGET /e HTTP/1.1\r\nIf-None-Match: \"x\"\r\n\r\n",
+	      "HTTP/1.1 204 No Content\r\nContent-Length: 10\r\n\r\n"
+	      "HTTP/1.1 304 Not Modified\r\nContent-Length: 50\r\nETag: \"x\"\r\n\r\n",
+	      "BEGIN 0; LINE 0 DELETE /d 1; HEAD 0 -; REQEND 0 0; BEGIN 1; LINE 1 GET /e 1; HEAD 1 -; REQEND 1 0; "
+	      "RESP 0 204 1; RESPEND 0 204 0; RESP 1 304 1; RESPEND 1 304 0");
+}
+
+Test(h1, interim)
+{
+	CHECK("100-continue then 200",
+	      "PUT /f HTTP/1.1\r\nHost: h\r\nExpect: 100-continue\r\nContent-Length: 4\r\n\r\ndata",
+	      "HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n",
+	      "BEGIN 0; LINE 0 PUT /f 1; HEAD 0 host=h; REQEND 0 4; RESP 0 200 1; RESPEND 0 200 0");
+	CHECK("several interim responses, with fields and a Content-Length that means nothing",
+	      "GET /i HTTP/1.1\r\n\r\nGET /j HTTP/1.1\r\n\r\n",
+	      "HTTP/1.1 103 Early Hints\r\nLink: </s.css>; rel=preload\r\nContent-Length: 5\r\n\r\n"
+	      "HTTP/1.1 102 Processing\r\n\r\nHTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nokHTTP/1.1 100 Continue\r\n\r\n",
+	      "BEGIN 0; LINE 0 GET /i 1; HEAD 0 -; REQEND 0 0; BEGIN 1; LINE 1 GET /j 1; HEAD 1 -; REQEND 1 0; "
+	      "RESP 0 200 1; RESPEND 0 200 2; ABORTED 1");
+}
+
+Test(h1, upgrade)
+{
+	CHECK("101 Switching Protocols",
+	      "GET /ws HTTP/1.1\r\nHost: h\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\r\n",
+	      "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\r\n\x81\x05hello",
+	      "BEGIN 0; LINE 0 GET /ws 1; HEAD 0 host=h; REQEND 0 0; RESP 0 101 1; RESPEND 0 101 0 upgraded");
+	CHECK("2xx to CONNECT",
+	      "CONNECT example.com:443 HTTP/1.1\r\nHost: example.com:443\r\n\r\n",
+	      "HTTP/1.1 200 Connection Established\r\n\r\n\x16\x03\x01\x00\x05hello",
+	      "BEGIN 0; LINE 0 CONNECT example.com:443 1; HEAD 0 host=example.com:443; REQEND 0 0; "
+	      "RESP 0 200 1; RESPEND 0 200 0 upgraded");
+	CHECK("CONNECT refused: the connection stays HTTP",
+	      "CONNECT example.com:443 HTTP/1.1\r\n\r\nCONNECT example.com:443 HTTP/1.1\r\nProxy-Authorization: x\r\n\r\n",
+	      "HTTP/1.1 407 Proxy Authentication Required\r\nContent-Length: 3\r\n\r\nno!"
+	      "HTTP/1.1 204 OK\r\n\r\n",
+	      "BEGIN 0; LINE 0 CONNECT example.com:443 1; HEAD 0 -; REQEND 0 0; "
+	      "BEGIN 1; LINE 1 CONNECT example.com:443 1; HEAD 1 -; REQEND 1 0; "
+	      "RESP 0 407 1; RESPEND 0 407 3; RESP 1 204 1; RESPEND 1 204 0 upgraded");
+	CHECK("2xx to a method that is not quite CONNECT",
+	      "CONNECTX h:1 HTTP/1.1\r\n\r\n",
+	      "HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n",
+	      "BEGIN 0; LINE 0 CONNECTX h:1 1; HEAD 0 -; REQEND 0 0; RESP 0 200 1; RESPEND 0 200 0");
+}
+
+Test(h1, pipelining)
+{
+	CHECK("3 requests with mixed framing",
+	      "GET /a HTTP/1.1\r\nHost: h\r\n\r\n"
+	      "POST /b HTTP/1.1\r\nHost: h\r\nContent-Length: 3\r\n\r\nabc"
+	      "PUT /c HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\n\r\n2\r\nxy\r\n0\r\n\r\n",
+	      "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\naa"
+	      "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n1\r\nb\r\n0\r\n\r\n"
+	      "HTTP/1.1 200 OK\r\n\r\nclose-body",
+	      "BEGIN 0; LINE 0 GET /a 1; HEAD 0 host=h; REQEND 0 0; "
+	      "BEGIN 1; LINE 1 POST /b 1; HEAD 1 host=h; REQEND 1 3; "
+	      "BEGIN 2; LINE 2 PUT /c 1; HEAD 2 host=h; REQEND 2 2; "
+	      "RESP 0 200 1; RESPEND 0 200 2; RESP 1 200 1; RESPEND 1 200 1; RESP 2 200 1; RESPEND 2 200 10");
+	CHECK("4 pending is the most",
+	      "GET /1 HTTP/1.1\r\n\r\nGET /2 HTTP/1.1\r\n\r\nGET /3 HTTP/1.1\r\n\r\nGET /4 HTTP/1.1\r\n\r\n",
+	      "HTTP/1.1 200 OK\r\nContent-Length: 1\r\n\r\n1HTTP/1.1 200 OK\r\nContent-Length: 1\r\n\r\n2",
+	      "BEGIN 0; LINE 0 GET /1 1; HEAD 0 -; REQEND 0 0; BEGIN 1; LINE 1 GET /2 1; HEAD 1 -; REQEND 1 0; "
+	      "BEGIN 2; LINE 2 GET /3 1; HEAD 2 -; REQEND 2 0; BEGIN 3; LINE 3 GET /4 1; HEAD 3 -; REQEND 3 0; "
+	      "RESP 0 200 1; RESPEND 0 200 1; RESP 1 200 1; RESPEND 1 200 1; ABORTED 2; ABORTED 3");
+	CHECK("a fifth pending request is an error",
+	      "GET /1 HTTP/1.1\r\n\r\nGET /2 HTTP/1.1\r\n\r\nGET /3 HTTP/1.1\r\n\r\nGET /4 HTTP/1.1\r\n\r\n"
+	      "GET /5 HTTP/1.1\r\n\r\n",
+	      "HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n",
+	      "BEGIN 0; LINE 0 GET /1 1; HEAD 0 -; REQEND 0 0; BEGIN 1; LINE 1 GET /2 1; HEAD 1 -; REQEND 1 0; "
+	      "BEGIN 2; LINE 2 GET /3 1; HEAD 2 -; REQEND 2 0; BEGIN 3; LINE 3 GET /4 1; HEAD 3 -; REQEND 3 0; "
+	      "ERROR");
+}
+
+/* Requests and responses in turn: slots go round the ring. */
+Test(h1, slots_wrap)
+{
+	nl_h1_init(&conn.h);
+	memset(&conn.rec, 0, sizeof conn.rec);
+	static struct rec want;
+	for (unsigned i = 0; i < 130; i++) {
+		char req[64];
+		int n = snprintf(req, sizeof req, "GET /%u HTTP/1.1\r\n\r\n", i);
+		feed(&conn, NL_H1_REQUEST, req, (size_t)n);
+		feed(&conn, NL_H1_RESPONSE, B("HTTP/1.1 200 OK\r\nContent-Length: 3\r\n\r\nabc"));
+		unsigned s = i % NL_H1_PIPELINE;
+		put(&want, "%sBEGIN %u; LINE %u GET /%u 1; HEAD %u -; REQEND %u 0; RESP %u 200 1; RESPEND %u 200 3",
+		    i ? "; " : "", s, s, i, s, s, s, s);
+	}
+	nl_h1_close(&conn.h, record, &conn.rec);
+	expect(want.text, "slots");
+}
+
+/* ---- request line and fields ---------------------------------------------------- */
+
+#define A10 "aaaaaaaaaa"
+#define A50 A10 A10 A10 A10 A10
+
+Test(h1, request_line)
+{
+	CHECK("HTTP/1.0",
+	      "GET /old HTTP/1.0\r\nContent-Length: 0\r\n\r\n",
+	      "HTTP/1.0 200 OK\r\nContent-Length: 0\r\n\r\n",
+	      "BEGIN 0; LINE 0 GET /old 0; HEAD 0 -; REQEND 0 0; RESP 0 200 0; RESPEND 0 200 0");
+	CHECK("bare LF line ends",
+	      "GET /lf HTTP/1.1\nHost: h\nContent-Length: 2\n\nok",
+	      "HTTP/1.1 200 OK\nContent-Length: 1\n\nx",
+	      "BEGIN 0; LINE 0 GET /lf 1; HEAD 0 host=h; REQEND 0 2; RESP 0 200 1; RESPEND 0 200 1");
+	CHECK("empty lines before request lines",
+	      "\r\n\nGET / HTTP/1.1\r\n\r\n\r\n\r\nGET /2 HTTP/1.1\r\n\r\n",
+	      "HTTP/1.1 204 OK\r\n\r\n\r\nHTTP/1.1 204 OK\r\n\r\n",
+	      "BEGIN 0; LINE 0 GET / 1; HEAD 0 -; REQEND 0 0; BEGIN 1; LINE 1 GET /2 1; HEAD 1 -; REQEND 1 0; "
+	      "RESP 0 204 1; RESPEND 0 204 0; RESP 1 204 1; RESPEND 1 204 0");
+	CHECK("other targets and methods",
+	      "OPTIONS * HTTP/1.1\r\n\r\nGET http://h/p?q=1#x HTTP/1.1\r\n\r\nM-SEARCH /\xc3\xa9 HTTP/1.1\r\n\r\n"
+	      "ABCDEFGHIJKLMNOP / HTTP/1.1\r\n\r\n",
+	      "",
+	      "BEGIN 0; LINE 0 OPTIONS * 1; HEAD 0 -; REQEND 0 0; BEGIN 1; LINE 1 GET http://h/p?q=1#x 1; HEAD 1 -; "
+	      "REQEND 1 0; BEGIN 2; LINE 2 M-SEARCH /\xc3\xa9 1; HEAD 2 -; REQEND 2 0; "
+	      "BEGIN 3; LINE 3 ABCDEFGHIJKLMNOP / 1; HEAD 3 -; REQEND 3 0; "
+	      "ABORTED 0; ABORTED 1; ABORTED 2; ABORTED 3");
+	/* 96 bytes are kept: "/" and 95 a. */
+	CHECK("a long target, truncated",
+	      "GET /" A50 A50 A50 "?x=1 HTTP/1.1\r\nHost: h\r\n\r\n",
+	      "HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n",
+	      "BEGIN 0; LINE 0 GET /" A50 A10 A10 A10 A10 "aaaaa 1 trunc; HEAD 0 host=h; REQEND 0 0; "
+	      "RESP 0 200 1; RESPEND 0 200 0");
+	CHECK("a target of exactly 96 bytes",
+	      "GET /" A50 A10 A10 A10 A10 "aaaaa HTTP/1.1\r\n\r\n",
+	      "",
+	      "BEGIN 0; LINE 0 GET /" A50 A10 A10 A10 A10 "aaaaa 1; HEAD 0 -; REQEND 0 0; ABORTED 0");
+	CHECK("a target of 97 bytes",
+	      "GET /" A50 A10 A10 A10 A10 "aaaaab HTTP/1.1\r\n\r\n",
+	      "",
+	      "BEGIN 0; LINE 0 GET /" A50 A10 A10 A10 A10 "aaaaa 1 trunc; HEAD 0 -; REQEND 0 0; ABORTED 0");
+}
+
+Test(h1, host)
+{
+	CHECK("whitespace around it",
+	      "GET / HTTP/1.1\r\nHost:   example.com:8080 \t\r\n\r\n", "",
+	      "BEGIN 0; LINE 0 GET / 1; HEAD 0 host=example.com:8080; REQEND 0 0; ABORTED 0");
+	/* 48 bytes are kept. */
+	CHECK("truncated",
+	      "GET / HTTP/1.1\r\nHost: " A50 "bbbbbbbbbb.example\r\n\r\n", "",
+	      "BEGIN 0; LINE 0 GET / 1; HEAD 0 host=" A10 A10 A10 A10 "aaaaaaaa; REQEND 0 0; ABORTED 0");
+	CHECK("empty",
+	      "GET / HTTP/1.1\r\nHost:\r\n\r\n", "",
+	      "BEGIN 0; LINE 0 GET / 1; HEAD 0 host=; REQEND 0 0; ABORTED 0");
+	CHECK("after a long target, in the same buffer",
+	      "GET /" A50 A50 " HTTP/1.1\r\nAccept: */*\r\nhOsT: [::1]:80\r\n\r\n"
+	      "GET /2 HTTP/1.1\r\n\r\n", "",
+	      "BEGIN 0; LINE 0 GET /" A50 A10 A10 A10 A10 "aaaaa 1 trunc; HEAD 0 host=[::1]:80; REQEND 0 0; "
+	      "BEGIN 1; LINE 1 GET /2 1; HEAD 1 -; REQEND 1 0; ABORTED 0; ABORTED 1");
+}
+
+/* ---- not HTTP --------------------------------------------------------------------- */
+
+Test(h1, not_http)
+{
+	CHECK("TLS ClientHello", "\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03", "", "NOT_HTTP");
+	CHECK("HTTP/2 preface", "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n", "", "BEGIN 0; NOT_HTTP");
+	CHECK("HTTP/2 version", "GET / HTTP/2.0\r\n\r\n", "", "BEGIN 0; NOT_HTTP");
+	CHECK("Redis", "*1\r\n$4\r\nPING\r\n", "+PONG\r\n", "NOT_HTTP");
+	CHECK("PostgreSQL SSLRequest", "\x00\x00\x00\x08\x04\xd2\x16\x2f", "", "NOT_HTTP");
+	CHECK("PostgreSQL startup", "\x00\x00\x00\x21\x00\x03\x00\x00user\x00postgres\x00database\x00x\x00\x00",
+	      "", "NOT_HTTP");
+	CHECK("SSH client", "SSH-2.0-OpenSSH_9.2p1\r\n", "SSH-2.0-OpenSSH_9.2p1\r\n", "BEGIN 0; NOT_HTTP");
+	CHECK("SMTP banner", "", "220 mail.example.com ESMTP\r\n", "NOT_HTTP");
+	CHECK("binary", "\x00\x01\x02\x03", "\x00", "NOT_HTTP");
+	CHECK("lowercase method", "get / HTTP/1.1\r\n\r\n", "", "NOT_HTTP");
+	CHECK("HTTP/0.9", "GET /\r\n", "", "BEGIN 0; NOT_HTTP");
+	CHECK("method too long", "ABCDEFGHIJKLMNOPQ / HTTP/1.1\r\n\r\n", "", "BEGIN 0; NOT_HTTP");
+	CHECK("control byte in the first request line", "GET /a\x01 HTTP/1.1\r\n\r\n", "", "BEGIN 0; NOT_HTTP");
+	CHECK("HTTP request, other protocol answers", "GET / HTTP/1.1\r\n\r\n", "HTTP/2.0 200\r\n\r\n",
+	      "BEGIN 0; LINE 0 GET / 1; HEAD 0 -; REQEND 0 0; NOT_HTTP");
+	CHECK("HTTP request, bad first status", "GET / HTTP/1.1\r\n\r\n", "HTTP/1.1 20 OK\r\n\r\n",
+	      "BEGIN 0; LINE 0 GET / 1; HEAD 0 -; REQEND 0 0; NOT_HTTP");
+}
+
+/* Once NOT_HTTP, nothing: neither the other direction nor the close report. */
+Test(h1, not_http_stops_everything)
+{
+	nl_h1_init(&conn.h);
+	memset(&conn.rec, 0, sizeof conn.rec);
+	cr_assert_not(nl_h1_feed(&conn.h, NL_H1_REQUEST, "\x16\x03", 2, record, &conn.rec));
+	cr_assert_not(nl_h1_active(&conn.h));
+	cr_assert_not(nl_h1_feed(&conn.h, NL_H1_REQUEST, "GET / HTTP/1.1\r\n\r\n", 18, record, &conn.rec));
+	cr_assert_not(nl_h1_feed(&conn.h, NL_H1_RESPONSE, "HTTP/1.1 200 OK\r\n\r\n", 19, record, &conn.rec));
+	nl_h1_close(&conn.h, record, &conn.rec);
+	expect("NOT_HTTP", "not http");
+}
+
+/* ---- malformed ---------------------------------------------------------------------- */
+
+#define GET0 "GET / HTTP/1.1\r\n\r\n"
+#define GET0_EVENTS "BEGIN 0; LINE 0 GET / 1; HEAD 0 -; REQEND 0 0; "
+
+Test(h1, malformed_request)
+{
+	CHECK("bad chunk size", "POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\nxyz\r\n", "",
+	      "BEGIN 0; LINE 0 POST / 1; HEAD 0 -; ERROR");
+	CHECK("empty chunk size", "POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n\r\n", "",
+	      "BEGIN 0; LINE 0 POST / 1; HEAD 0 -; ERROR");
+	CHECK("chunk size overflow", "POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n1fffffffffffffffff\r\n", "",
+	      "BEGIN 0; LINE 0 POST / 1; HEAD 0 -; ERROR");
+	CHECK("chunk size with junk", "POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n5 5\r\n", "",
+	      "BEGIN 0; LINE 0 POST / 1; HEAD 0 -; ERROR");
+	CHECK("chunk data longer than its size", "POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabcd\r\n",
+	      "", "BEGIN 0; LINE 0 POST / 1; HEAD 0 -; ERROR");
+	CHECK("non-digit Content-Length", "POST / HTTP/1.1\r\nContent-Length: 12a\r\n\r\n", "",
+	      "BEGIN 0; LINE 0 POST / 1; ERROR");
+	CHECK("negative Content-Length", "POST / HTTP/1.1\r\nContent-Length: -1\r\n\r\n", "",
+	      "BEGIN 0; LINE 0 POST / 1; ERROR");
+	CHECK("empty Content-Length", "POST / HTTP/1.1\r\nContent-Length: \r\n\r\n", "",
+	      "BEGIN 0; LINE 0 POST / 1; ERROR");
+	CHECK("Content-Length with a space inside", "POST / HTTP/1.1\r\nContent-Length: 1 2\r\n\r\n", "",
+	      "BEGIN 0; LINE 0 POST / 1; ERROR");
+	CHECK("Content-Length overflow", "POST / HTTP/1.1\r\nContent-Length: 18446744073709551616\r\n\r\n", "",
+	      "BEGIN 0; LINE 0 POST / 1; ERROR");
+	CHECK("conflicting Content-Length lines",
+	      "POST / HTTP/1.1\r\nContent-Length: 5\r\nContent-Length: 6\r\n\r\nhello!", "",
+	      "BEGIN 0; LINE 0 POST / 1; ERROR");
+	CHECK("conflicting Content-Length list", "POST / HTTP/1.1\r\nContent-Length: 5, 6\r\n\r\nhello!", "",
+	      "BEGIN 0; LINE 0 POST / 1; ERROR");
+	CHECK("Content-Length list ending in a comma", "POST / HTTP/1.1\r\nContent-Length: 5,\r\n\r\nhello", "",
+	      "BEGIN 0; LINE 0 POST / 1; ERROR");
+	CHECK("request Transfer-Encoding not ending in chunked",
+	      "POST / HTTP/1.1\r\nTransfer-Encoding: chunked, gzip\r\n\r\n", "", "BEGIN 0; LINE 0 POST / 1; ERROR");
+	CHECK("request Transfer-Encoding with a bad byte", "POST / HTTP/1.1\r\nTransfer-Encoding: chun\"ked\r\n\r\n",
+	      "", "BEGIN 0; LINE 0 POST / 1; ERROR");
+	CHECK("field line without ':'", "GET / HTTP/1.1\r\nHost example.com\r\n\r\n", "",
+	      "BEGIN 0; LINE 0 GET / 1; ERROR");
+	CHECK("empty field name", "GET / HTTP/1.1\r\n: x\r\n\r\n", "", "BEGIN 0; LINE 0 GET / 1; ERROR");
+	CHECK("whitespace before ':'", "GET / HTTP/1.1\r\nX-Any : 5\r\n\r\n", "", "BEGIN 0; LINE 0 GET / 1; ERROR");
+	CHECK("whitespace before ':' of Content-Length", "POST / HTTP/1.1\r\nContent-Length\t: 5\r\n\r\nhello", "",
+	      "BEGIN 0; LINE 0 POST / 1; ERROR");
+	CHECK("obs-fold", "GET / HTTP/1.1\r\nX-A: 1\r\n  continued\r\n\r\n", "", "BEGIN 0; LINE 0 GET / 1; ERROR");
+	CHECK("whitespace before the first field", "GET / HTTP/1.1\r\n Host: h\r\n\r\n", "",
+	      "BEGIN 0; LINE 0 GET / 1; ERROR");
+	CHECK("CR not followed by LF in a value", "POST / HTTP/1.1\r\nContent-Length: 5\rX\n\r\nhello", "",
+	      "BEGIN 0; LINE 0 POST / 1; ERROR");
+	CHECK("CR not followed by LF ending the fields", "GET / HTTP/1.1\r\n\r\r\n", "",
+	      "BEGIN 0; LINE 0 GET / 1; ERROR");
+	CHECK("two Host fields", "GET / HTTP/1.1\r\nHost: a\r\nHost: b\r\n\r\n", "", "BEGIN 0; LINE 0 GET / 1; ERROR");
+	CHECK("space inside Host", "GET / HTTP/1.1\r\nHost: a b\r\n\r\n", "", "BEGIN 0; LINE 0 GET / 1; ERROR");
+	CHECK("control byte in a later request line", GET0 "GET /a\x01 HTTP/1.1\r\n\r\n", "",
+	      GET0_EVENTS "BEGIN 1; ERROR");
+	CHECK("bad version in a later request line", GET0 "GET / HTTP/1.2\r\n\r\n", "", GET0_EVENTS "BEGIN 1; ERROR");
+	CHECK("empty target in a later request line", GET0 "GET  HTTP/1.1\r\n\r\n", "", GET0_EVENTS "BEGIN 1; ERROR");
+	CHECK("garbage after a request", GET0 "\x16\x03\x01", "", GET0_EVENTS "ERROR");
+	CHECK("CR not followed by LF between requests", GET0 "\rGET / HTTP/1.1\r\n\r\n", "", GET0_EVENTS "ERROR");
+}
+
+Test(h1, malformed_response)
+{
+	CHECK("a response to nothing", "", "HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n", "ERROR");
+	CHECK("an interim response to nothing", "", "HTTP/1.1 100 Continue\r\n\r\n", "ERROR");
+	CHECK("more responses than requests", GET0,
+	      "HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\nHTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n",
+	      GET0_EVENTS "RESP 0 200 1; RESPEND 0 200 0; ERROR");
+	CHECK("bad later status", GET0 GET0,
+	      "HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\nHTTP/1.1 2000 OK\r\n\r\n",
+	      GET0_EVENTS "BEGIN 1; LINE 1 GET / 1; HEAD 1 -; REQEND 1 0; RESP 0 200 1; RESPEND 0 200 0; ERROR");
+	CHECK("status 099", GET0, "HTTP/1.1 099 OK\r\n\r\n", GET0_EVENTS "NOT_HTTP");
+	CHECK("bad Content-Length", GET0, "HTTP/1.1 200 OK\r\nContent-Length: +5\r\n\r\nhello",
+	      GET0_EVENTS "ERROR");
+	CHECK("bad chunk end", GET0, "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabcX\r\n0\r\n\r\n",
+	      GET0_EVENTS "RESP 0 200 1; ERROR");
+	CHECK("field line without ':'", GET0, "HTTP/1.1 200 OK\r\nServer\r\n\r\n", GET0_EVENTS "ERROR");
+	CHECK("CR CR", GET0, "HTTP/1.1 200 OK\r\nServer: x\r\n\r\r\n", GET0_EVENTS "ERROR");
+}
+
+/* Caps on sizes: built at run time, checked in the three ways too. */
+static char big_req[40000];
+
+static size_t build(const char *head, char fill, size_t fill_len, const char *tail)
+{
+	size_t n = strlen(head), m = strlen(tail);
+	cr_assert_lt(n + fill_len + m, sizeof big_req);
+	memcpy(big_req, head, n);
+	memset(big_req + n, fill, fill_len);
+	memcpy(big_req + n + fill_len, tail, m);
+	return n + fill_len + m;
+}
+
+/* The three ways, for a request only; one split offset in 97 is enough here. */
+static void check_big(const char *name, size_t len, const char *want)
+{
+	run(&conn, big_req, len, "", 0, WHOLE, 0, 0);
+	expect(want, "%s, fed whole", name);
+	for (size_t k = 1; k < len; k += 97) {
+		run(&conn, big_req, len, "", 0, SPLIT, k, 0);
+		expect(want, "%s, split at %zu", name, k);
+	}
+	run(&conn, big_req, len, "", 0, BYTES, 0, 0);
+	expect(want, "%s, one byte per call", name);
+}
+
+Test(h1, caps)
+{
+	/* A field line of 8192 bytes (CRLF included) is the longest. */
+	size_t n = build("GET / HTTP/1.1\r\nX-Big: ", 'v', 8192 - 9, "\r\n\r\n");
+	check_big("longest field line", n, "BEGIN 0; LINE 0 GET / 1; HEAD 0 -; REQEND 0 0; ABORTED 0");
+	n = build("GET / HTTP/1.1\r\nX-Big: ", 'v', 8192 - 8, "\r\n\r\n");
+	check_big("field line too long", n, "BEGIN 0; LINE 0 GET / 1; ERROR");
+	n = build("GET / HTTP/1.1\r\nHost: ", 'h', 8192 - 7, "\r\n\r\n");
+	check_big("Host line too long", n, "BEGIN 0; LINE 0 GET / 1; ERROR");
+	n = build("GET / HTTP/1.1\r\nX-", 'n', 9000, ": v\r\n\r\n");
+	check_big("field name too long", n, "BEGIN 0; LINE 0 GET / 1; ERROR");
+	/* Method, SP, target, SP: at most 16384 bytes. */
+	n = build(GET0 "GET /", 'p', 16384 - 6, " HTTP/1.1\r\n\r\n");
+	char want[512], p95[96];
+	memset(p95, 'p', 95);
+	p95[95] = 0;
+	snprintf(want, sizeof want, GET0_EVENTS "BEGIN 1; LINE 1 GET /%s 1 trunc; HEAD 1 -; REQEND 1 0; ABORTED 0; ABORTED 1",
+		 p95);
+	check_big("longest request line", n, want);
+	n = build(GET0 "GET /", 'p', 16384 - 5, " HTTP/1.1\r\n\r\n");
+	check_big("request line too long", n, GET0_EVENTS "BEGIN 1; ERROR");
+	n = build("GET /", 'p', 16384 - 5, " HTTP/1.1\r\n\r\n");
+	check_big("first request line too long", n, "BEGIN 0; NOT_HTTP");
+	n = build("POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n1;", 'e', 9000, "\r\nx\r\n0\r\n\r\n");
+	check_big("chunk extension too long", n, "BEGIN 0; LINE 0 POST / 1; HEAD 0 -; ERROR");
+}
+
+Test(h1, too_many_fields)
+{
+	static const char line[] = "X-Field: value\r\n";
+	size_t n = 0;
+	const char *start = "GET / HTTP/1.1\r\n";
+	memcpy(big_req, start, strlen(start));
+	n = strlen(start);
+	for (int i = 0; i < 256; i++) {
+		memcpy(big_req + n, line, sizeof line - 1);
+		n += sizeof line - 1;
+	}
+	memcpy(big_req + n, "\r\n", 2);
+	check_big("256 fields", n + 2, "BEGIN 0; LINE 0 GET / 1; HEAD 0 -; REQEND 0 0; ABORTED 0");
+	memcpy(big_req + n, line, sizeof line - 1);
+	n += sizeof line - 1;
+	memcpy(big_req + n, "\r\n", 2);
+	check_big("257 fields", n + 2, "BEGIN 0; LINE 0 GET / 1; ERROR");
+}
+
+/* ---- the close ------------------------------------------------------------------------ */
+
+Test(h1, close)
+{
+	CHECK("response head seen, body unfinished", "GET /a HTTP/1.1\r\n\r\nGET /b HTTP/1.1\r\n\r\n",
+	      "HTTP/1.1 200 OK\r\nContent-Length: 1\r\n\r\nxHTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\nabc",
+	      "BEGIN 0; LINE 0 GET /a 1; HEAD 0 -; REQEND 0 0; BEGIN 1; LINE 1 GET /b 1; HEAD 1 -; REQEND 1 0; "
+	      "RESP 0 200 1; RESPEND 0 200 1; RESP 1 200 1; ABORTED 1");
+	CHECK("close-delimited response, then unanswered requests", GET0 GET0 GET0,
+	      "HTTP/1.1 200 OK\r\n\r\nbody",
+	      GET0_EVENTS "BEGIN 1; LINE 1 GET / 1; HEAD 1 -; REQEND 1 0; BEGIN 2; LINE 2 GET / 1; HEAD 2 -; "
+			  "REQEND 2 0; RESP 0 200 1; RESPEND 0 200 4; ABORTED 1; ABORTED 2");
+	CHECK("request head unfinished: pending once its line is complete", "GET /a HTTP/1.1\r\nHost: x", "",
+	      "BEGIN 0; LINE 0 GET /a 1; ABORTED 0");
+	CHECK("request body unfinished", "POST /a HTTP/1.1\r\nContent-Length: 10\r\n\r\nabc", "",
+	      "BEGIN 0; LINE 0 POST /a 1; HEAD 0 -; ABORTED 0");
+	CHECK("request line unfinished: not pending", "GET /a HTT", "", "BEGIN 0");
+	CHECK("response status line unfinished", GET0, "HTTP/1.1 20", GET0_EVENTS "ABORTED 0");
+	CHECK("after an error, nothing", "GET /a HTTP/1.1\r\nContent-Length: x\r\n\r\n", "",
+	      "BEGIN 0; LINE 0 GET /a 1; ERROR");
+	CHECK("nothing at all", "", "", "");
+}
+
+/* ---- several messages per call ---------------------------------------------------------- */
+
+/* Four requests and four responses of each framing in one call per direction. */
+Test(h1, many_in_one_call)
+{
+	static char req[4096], resp[8192];
+	size_t rn = 0, sn = 0;
+	char want[2048];
+	size_t wn = 0;
+	for (unsigned i = 0; i < 4; i++) {
+		rn += (size_t)snprintf(req + rn, sizeof req - rn,
+				       "POST /m%u HTTP/1.1\r\nHost: h%u\r\nContent-Length: %u\r\n\r\n%.*s", i, i, i,
+				       (int)i, "xyz");
+		wn += (size_t)snprintf(want + wn, sizeof want - wn, "BEGIN %u; LINE %u POST /m%u 1; HEAD %u host=h%u; REQEND %u %u; ",
+				       i, i, i, i, i, i, i);
+	}
+	for (unsigned i = 0; i < 4; i++) {
+		unsigned body = i * 100;
+		if (i % 2)
+			sn += (size_t)snprintf(resp + sn, sizeof resp - sn,
+					       "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n%x\r\n", body);
+		else
+			sn += (size_t)snprintf(resp + sn, sizeof resp - sn, "HTTP/1.1 200 OK\r\nContent-Length: %u\r\n\r\n",
+					       body);
+		memset(resp + sn, 'b', body);
+		sn += body;
+		if (i % 2)
+			sn += (size_t)snprintf(resp + sn, sizeof resp - sn, "\r\n0\r\n\r\n");
+		wn += (size_t)snprintf(want + wn, sizeof want - wn, "%sRESP %u 200 1; RESPEND %u 200 %u", i ? "; " : "", i,
+				       i, body);
+	}
+	check("four of each", req, rn, resp, sn, want);
+}
+
+/* ---- two threads ----------------------------------------------------------------------- */
+
+/* One thread feeds requests, another the responses, pipelined up to three
+ * ahead, in pieces of random size. The threads wait for each other only
+ * through relaxed counters (no happens-before of their own), so the one
+ * hand-over of data between them is the parser's ring: start[] is written by
+ * the request thread at REQ_LINE and read by the response thread at
+ * RESP_HEAD and RESP_END without any other synchronization, which is the
+ * ordering h1.c promises (and what TSan checks). */
+#define THREAD_REQUESTS 3000
+
+struct duo {
+	struct nl_h1 h;
+	_Atomic int heads;      /* REQ_HEAD events: request i was pushed */
+	_Atomic int answered;   /* RESP_END events */
+	int start[NL_H1_PIPELINE];
+	int req_events, resp_events;
+	char req_fault[128], resp_fault[128];
+};
+
+static struct duo duo;
+
+static uint32_t rnd(uint32_t *s)
+{
+	*s ^= *s << 13;
+	*s ^= *s >> 17;
+	*s ^= *s << 5;
+	return *s;
+}
+
+static size_t request_bytes(int i, char *out, size_t cap)
+{
+	switch (i % 3) {
+	case 0:
+		return (size_t)snprintf(out, cap, "GET /t/%d HTTP/1.1\r\nHost: h\r\nAccept: */*\r\n\r\n", i);
+	case 1:
+		return (size_t)snprintf(out, cap, "POST /t/%d HTTP/1.1\r\nContent-Length: %d\r\n\r\n%0*d", i, 1 + i % 50,
+					1 + i % 50, 0);
+	default:
+		return (size_t)snprintf(out, cap, "PUT /t/%d HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n%x\r\n%0*d\r\n0\r\n\r\n",
+					i, 1 + i % 20, 1 + i % 20, 0);
+	}
+}
+
+static size_t response_bytes(int i, char *out, size_t cap)
+{
+	int body = i % 100;
+	if (i % 2)
+		return (size_t)snprintf(out, cap, "HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n%0*d", body, body, 0) -
+		       (body == 0);   /* "%0*d" of width 0 still writes "0" */
+	return (size_t)snprintf(out, cap, "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n%x\r\n%0*d\r\n0\r\n\r\n",
+				body + 1, body + 1, 0);
+}
+
+static void fault(char *where, const char *what, int i)
+{
+	if (!where[0])
+		snprintf(where, 128, "%s at %d", what, i);
+}
+
+static void req_sink(void *ctx, const struct nl_h1_event *ev)
+{
+	(void)ctx;
+	int i = duo.req_events / 4;   /* four events per request */
+	if ((int)ev->slot != i % NL_H1_PIPELINE)
+		fault(duo.req_fault, "request slot", i);
+	switch (duo.req_events++ % 4) {
+	case 0:
+		if (ev->type != NL_H1_REQ_BEGIN)
+			fault(duo.req_fault, "REQ_BEGIN", i);
+		break;
+	case 1:
+		if (ev->type != NL_H1_REQ_LINE)
+			fault(duo.req_fault, "REQ_LINE", i);
+		duo.start[ev->slot] = i;
+		break;
+	case 2:
+		if (ev->type != NL_H1_REQ_HEAD)
+			fault(duo.req_fault, "REQ_HEAD", i);
+		atomic_store_explicit(&duo.heads, i + 1, memory_order_relaxed);
+		break;
+	case 3: {
+		uint64_t body = i % 3 == 0 ? 0 : i % 3 == 1 ? 1 + i % 50 : 3 + 1 + i % 20;
+		if (ev->type != NL_H1_REQ_END || ev->body_size != body)
+			fault(duo.req_fault, "REQ_END", i);
+		break;
+	}
+	}
+}
+
+static void resp_sink(void *ctx, const struct nl_h1_event *ev)
+{
+	(void)ctx;
+	int i = duo.resp_events / 2;
+	if ((int)ev->slot != i % NL_H1_PIPELINE || duo.start[ev->slot] != i)
+		fault(duo.resp_fault, "response slot", i);
+	if (duo.resp_events++ % 2 == 0) {
+		if (ev->type != NL_H1_RESP_HEAD || ev->status != 200)
+			fault(duo.resp_fault, "RESP_HEAD", i);
+		return;
+	}
+	uint64_t body = i % 2 ? (uint64_t)(i % 100) : (uint64_t)(i % 100 + 1);
+	if (ev->type != NL_H1_RESP_END || ev->body_size != body)
+		fault(duo.resp_fault, "RESP_END", i);
+	atomic_store_explicit(&duo.answered, i + 1, memory_order_relaxed);
+}
+
+/* Feeds one message in pieces of 1..64 bytes. */
+static bool feed_pieces(enum nl_h1_dir dir, const char *p, size_t n, uint32_t *seed, nl_h1_sink sink)
+{
+	while (n) {
+		size_t k = 1 + rnd(seed) % 64;
+		if (k > n)
+			k = n;
+		if (!nl_h1_feed(&duo.h, dir, p, k, sink, NULL))
+			return false;
+		p += k;
+		n -= k;
+	}
+	return true;
+}
+
+static void *request_thread(void *arg)
+{
+	(void)arg;
+	uint32_t seed = 12345;
+	char buf[512];
+	for (int i = 0; i < THREAD_REQUESTS; i++) {
+		/* At most three unanswered: the last RESP_END counted may not be popped yet. */
+		while (atomic_load_explicit(&duo.answered, memory_order_relaxed) < i - 2)
+			sched_yield();
+		if (!feed_pieces(NL_H1_REQUEST, buf, request_bytes(i, buf, sizeof buf), &seed, req_sink)) {
+			fault(duo.req_fault, "stopped", i);
+			break;
+		}
+	}
+	return NULL;
+}
+
+static void *response_thread(void *arg)
+{
+	(void)arg;
+	uint32_t seed = 67890;
+	char buf[512];
+	for (int i = 0; i < THREAD_REQUESTS; i++) {
+		while (atomic_load_explicit(&duo.heads, memory_order_relaxed) <= i)
+			sched_yield();
+		if (!feed_pieces(NL_H1_RESPONSE, buf, response_bytes(i, buf, sizeof buf), &seed, resp_sink)) {
+			fault(duo.resp_fault, "stopped", i);
+			break;
+		}
+	}
+	return NULL;
+}
+
+Test(h1, two_threads)
+{
+	nl_h1_init(&duo.h);
+	pthread_t a, b;
+	cr_assert_eq(pthread_create(&a, NULL, request_thread, NULL), 0);
+	cr_assert_eq(pthread_create(&b, NULL, response_thread, NULL), 0);
+	pthread_join(a, NULL);
+	pthread_join(b, NULL);
+	cr_assert_str_empty(duo.req_fault, "request thread: %s", duo.req_fault);
+	cr_assert_str_empty(duo.resp_fault, "response thread: %s", duo.resp_fault);
+	cr_assert_eq(duo.req_events, 4 * THREAD_REQUESTS);
+	cr_assert_eq(duo.resp_events, 2 * THREAD_REQUESTS);
+	cr_assert(nl_h1_active(&duo.h));
+}
