@@ -1,0 +1,142 @@
+/* Fuzzes http.route lookups. The first byte chooses the set-up: bits 0-1 the
+ * unmatched mode, bit 2 truncated targets, bit 3 whether the first line is
+ * NEMOLENS_HTTP_ROUTES, bits 4-7 the cap. Every further line is a request
+ * target, looked up on its own in a buffer of exactly its size. */
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "route.h"
+
+static bool ends_wild(const char *name, size_t len)
+{
+	return len >= 2 && name[len - 2] == '/' && name[len - 1] == '*';
+}
+
+/* A template-mode route made from a path: words of unreserved bytes with at
+ * most 3 digits, "{id}", and "/\*" only at the end. */
+static bool templated(const char *name, size_t len)
+{
+	if (name[0] != '/')
+		return false;
+	size_t end = ends_wild(name, len) ? len - 2 : len;
+	for (size_t i = 1; i <= end;) {
+		size_t e = i;
+		while (e < end && name[e] != '/')
+			e++;
+		if (!(e - i == 4 && memcmp(name + i, "{id}", 4) == 0)) {
+			unsigned digits = 0;
+			for (size_t j = i; j < e; j++) {
+				char c = name[j];
+				bool digit = c >= '0' && c <= '9';
+				if (!digit && !(c >= 'a' && c <= 'z') && !(c >= 'A' && c <= 'Z') && c != '-' && c != '.' &&
+				    c != '_' && c != '~')
+					return false;
+				digits += digit;
+			}
+			if (digits > 3)
+				return false;
+		}
+		i = e + 1;
+	}
+	return true;
+}
+
+static void check(const char *target, size_t len, bool truncated, enum nl_route_unmatched mode, bool patterns)
+{
+	int id = nl_route_lookup(target, len, truncated);
+	if (id == NL_ROUTE_NONE || id == NL_ROUTE_OVERFLOW) {
+		if (nl_route_lookup(target, len, truncated) != id)
+			abort();
+		return;
+	}
+	if (id < 0 || (unsigned)id >= nl_route_count())
+		abort();
+	const char *name = nl_route_name(id);
+	if (!name)
+		abort();
+	size_t n = strlen(name);
+	if (n == 0 || n > NL_ROUTE_NAME_MAX)
+		abort();
+	if (name[0] != '/' && strcmp(name, "*") != 0)
+		abort();
+	for (size_t i = 0; i < n; i++)
+		if (name[i] <= 0x20 || name[i] >= 0x7F)
+			abort();
+	/* The same target, the same id. */
+	if (nl_route_lookup(target, len, truncated) != id)
+		abort();
+
+	bool dynamic = (unsigned)id >= nl_route_template_count();
+	if (!dynamic || strcmp(name, "*") == 0)
+		return;
+	if (mode == NL_ROUTE_UNSET)
+		abort();        /* only templates have routes */
+	if (mode == NL_ROUTE_TEMPLATE && !templated(name, n))
+		abort();        /* a raw identifier got through */
+	if (mode == NL_ROUTE_WILDCARD) {
+		/* "/first/\*" or "/\*" */
+		const char *second = strchr(name + 1, '/');
+		if (!ends_wild(name, n) || (second && second != name + n - 2))
+			abort();
+	}
+	/* A cut-off path with no query reached ends in "/\*". */
+	if (truncated && target[0] == '/' && !memchr(target, '?', len) && !memchr(target, '#', len) &&
+	    !ends_wild(name, n))
+		abort();
+	/* A route is its own route, unless it was cut (the "*" segment is an
+	 * identifier to template mode), or path mode %-encoded a byte that a
+	 * configured literal "%20" matches only once encoded. */
+	if ((mode == NL_ROUTE_TEMPLATE || mode == NL_ROUTE_PATH) && !ends_wild(name, n) &&
+	    !(mode == NL_ROUTE_PATH && patterns && strchr(name, '%')) && nl_route_lookup(name, n, false) != id)
+		abort();
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+	if (size == 0)
+		return 0;
+	uint8_t flags = data[0];
+	enum nl_route_unmatched mode = (enum nl_route_unmatched)(flags & 3);
+	bool truncated = flags & 4;
+	bool patterns = flags & 8;
+	unsigned cap = 10 + (flags >> 4) * 4u;
+	const uint8_t *p = data + 1, *end = data + size;
+
+	char *list = NULL;
+	if (patterns) {
+		const uint8_t *nl = memchr(p, '\n', (size_t)(end - p));
+		size_t n = nl ? (size_t)(nl - p) : (size_t)(end - p);
+		list = malloc(n + 1);
+		if (!list)
+			return 0;
+		memcpy(list, p, n);
+		list[n] = 0;
+		p += nl ? n + 1 : n;
+	}
+	int bad = nl_route_configure(list, mode, cap, NULL);
+	free(list);
+	if (bad < 0)
+		return 0;
+	if (nl_route_template_count() < 10 || nl_route_count() != nl_route_template_count())
+		abort();
+
+	while (p < end) {
+		const uint8_t *nl = memchr(p, '\n', (size_t)(end - p));
+		size_t n = nl ? (size_t)(nl - p) : (size_t)(end - p);
+		char *target = malloc(n ? n : 1);
+		if (!target)
+			break;
+		memcpy(target, p, n);
+		check(target, n, truncated, mode, patterns);
+		free(target);
+		p += nl ? n + 1 : n;
+	}
+	/* Single-threaded, every id taken has its name. */
+	for (unsigned i = 0; i < nl_route_count(); i++)
+		if (!nl_route_name((int)i))
+			abort();
+	nl_route_reset();
+	return 0;
+}
