@@ -53,6 +53,10 @@ struct nl_transport *nl_transport_new(const struct nl_transport_config *cfg);
  * A transport is used by one thread at a time. */
 enum nl_send_result nl_transport_send(struct nl_transport *t, const uint8_t *body, size_t len,
 				      uint64_t deadline_ns, uint64_t retry_until_ns, const _Atomic bool *abort);
+/* final: the sends that follow are the last of this process (the exit
+ * flush). Their failures then say that the values are lost, not that they
+ * are sent again at the next export. */
+void nl_transport_set_final(struct nl_transport *t, bool final);
 void nl_transport_free(struct nl_transport *t);
 
 #endif

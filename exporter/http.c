@@ -57,6 +57,7 @@ struct nl_transport {
 	uint64_t rng;
 	const _Atomic bool *abort;        /* of the send in progress */
 	uint64_t not_before_ns;           /* a Retry-After that outlived the last send */
+	bool final;                       /* the exit flush: nothing is sent again */
 	struct response resp;
 	char errbuf[CURL_ERROR_SIZE];
 };
@@ -316,6 +317,12 @@ oom:
 	return NULL;
 }
 
+void nl_transport_set_final(struct nl_transport *t, bool final)
+{
+	if (t)
+		t->final = final;
+}
+
 void nl_transport_free(struct nl_transport *t)
 {
 	if (!t)
@@ -449,9 +456,15 @@ static enum outcome transport_failure(struct nl_transport *t, CURLcode rc)
 	while (n && (t->errbuf[n - 1] == '\n' || t->errbuf[n - 1] == '\r'))
 		t->errbuf[--n] = '\0';
 	bool permanent = curl_error_permanent(rc);
+	if (t->final) {
+		snprintf(key, sizeof key, "otlp.exit.curl.%d", (int)rc);
+		nl_warn_once(key, "exit: could not deliver this process's metrics to %s: %s (curl error %d); they are lost",
+			     t->endpoint, n ? t->errbuf : nl_curl.easy_strerror(rc), (int)rc);
+		return OUT_GIVE_UP;
+	}
 	nl_warn_once(key, "cannot send metrics to %s: %s (curl error %d)%s", t->endpoint,
 		     n ? t->errbuf : nl_curl.easy_strerror(rc), (int)rc,
-		     permanent ? "; check the exporter configuration" : "; metrics are kept and sent again later");
+		     permanent ? "; check the exporter configuration" : "; they are sent again at the next export");
 	return permanent ? OUT_GIVE_UP : OUT_RETRY;
 }
 
@@ -509,9 +522,15 @@ static enum outcome http_status(struct nl_transport *t, long status)
 	char key[32], why[200];
 	snprintf(key, sizeof key, "otlp.http.%ld", status);
 	error_summary(&t->resp, why, sizeof why);
+	if (status_retryable(status) && t->final) {
+		snprintf(key, sizeof key, "otlp.exit.http.%ld", status);
+		nl_warn_once(key, "exit: could not deliver this process's metrics to %s: HTTP %ld%s%s; they are lost",
+			     t->endpoint, status, *why ? ": " : "", why);
+		return OUT_GIVE_UP;
+	}
 	if (status_retryable(status)) {
-		nl_warn_once(key, "%s answered HTTP %ld%s%s; metrics are kept and sent again later", t->endpoint, status,
-			     *why ? ": " : "", why);
+		nl_warn_once(key, "%s answered HTTP %ld%s%s; the metrics are sent again at the next export", t->endpoint,
+			     status, *why ? ": " : "", why);
 		return OUT_RETRY;
 	}
 	nl_warn_once(key, "%s rejected metrics with HTTP %ld%s%s; the data is dropped", t->endpoint, status,
@@ -586,8 +605,9 @@ static enum outcome send_with_retries(struct nl_transport *t, uint64_t deadline_
 			if (t->resp.retry_after_ms > 0)
 				t->not_before_ns = now + (uint64_t)t->resp.retry_after_ms * NS_PER_MS;
 			/* The cause was reported once already; this is routine. */
-			nl_debug("giving up an export to %s after %d attempt(s); the data is kept for the next export",
-				 t->endpoint, attempts);
+			if (!t->final)
+				nl_debug("giving up an export to %s after %d attempt(s); the data is kept for the next export",
+					 t->endpoint, attempts);
 			return OUT_GIVE_UP;
 		}
 		if (sleep_until(now + delay_ms * NS_PER_MS, t->abort))
@@ -631,6 +651,9 @@ enum nl_send_result nl_transport_send(struct nl_transport *t, const uint8_t *bod
 		return NL_SEND_ABORTED;
 	uint64_t now = nl_monotonic_ns();
 	deadline_ns = effective_deadline(t, deadline_ns, now);
+	if (now < t->not_before_ns && t->final)
+		nl_warn_once("otlp.exit.retry_after", "exit: could not deliver this process's metrics to %s: it asked "
+			     "to wait (Retry-After) past the exit; they are lost", t->endpoint);
 	if (now >= deadline_ns || now < t->not_before_ns)
 		return NL_SEND_RETRYABLE_FAILED;
 

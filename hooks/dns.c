@@ -12,7 +12,7 @@ NL_EXPORT int getaddrinfo(const char *node, const char *service, const struct ad
 			  struct addrinfo **res)
 {
 	int r = NL_REAL(getaddrinfo)(node, service, hints, res);
-	if (r == 0 && !nl_hooks_bypass) {
+	if (r == 0 && !nl_hooks_bypass && atomic_load_explicit(&nl_recording, memory_order_relaxed)) {
 		NL_KEEP_ERRNO;
 		nl_dest_note_resolved(node, *res);
 	}

@@ -23,6 +23,9 @@ STEADY = os.path.join(harness.BIN, "steady_client")
 class CollectorFaults(harness.ShimTestCase):
 
     def steady(self, url, interval_ms=20, duration_ms=600, export_ms=100, **extra):
+        # Warnings on the program's stderr, to count them (by default a
+        # process whose stderr is not a terminal gets none).
+        extra.setdefault("NEMOLENS_LOG_PATH", "stderr")
         env = harness.shim_env(OTEL_EXPORTER_OTLP_METRICS_ENDPOINT=url, OTEL_METRIC_EXPORT_INTERVAL=export_ms,
                                **extra)
         t0 = time.monotonic()
@@ -109,7 +112,10 @@ class CollectorFaults(harness.ShimTestCase):
     def test_tls_to_plain_http_port(self):
         url = f"https://127.0.0.1:{self.sink.port}/v1/metrics"
         _, warnings, elapsed = self.steady(url, duration_ms=400)
-        self.assertEqual(len(warnings), 1, warnings)
+        # Once from the periodic export (retried next time), once from the
+        # exit flush (lost): two different facts.
+        self.assertEqual(len([w for w in warnings if w.endswith("; they are lost")]), 1, warnings)
+        self.assertLessEqual(len(warnings), 2, warnings)
         self.assertLess(elapsed, 0.4 + 1.5)
 
     @unittest.skipUnless(shutil.which("openssl"), "openssl CLI not installed")
@@ -146,7 +152,8 @@ class CollectorFaults(harness.ShimTestCase):
                 stop.set()
                 t.join()
                 srv.close()
-        self.assertLessEqual(len(warnings), 1, warnings)
+        self.assertLessEqual(len([w for w in warnings if w.endswith("; they are lost")]), 1, warnings)
+        self.assertLessEqual(len(warnings), 2, warnings)
         self.assertLess(elapsed, 0.4 + 1.5)
 
 

@@ -79,9 +79,11 @@ class Lifecycle(harness.ShimTestCase):
         dead = harness.refused_port()
         base, base_t = self.baseline()
         p, t = timed(self.args(), harness.shim_env(
-            OTEL_EXPORTER_OTLP_METRICS_ENDPOINT=f"http://127.0.0.1:{dead}/v1/metrics"))
+            OTEL_EXPORTER_OTLP_METRICS_ENDPOINT=f"http://127.0.0.1:{dead}/v1/metrics", NEMOLENS_LOG_PATH="stderr"))
         self.assertEqual((p.returncode, p.stdout), (base.returncode, base.stdout))
-        self.assertLessEqual(len(p.stderr.splitlines()), 1, p.stderr)
+        # Asked for on stderr: the exit flush says, once, that the values are lost.
+        self.assertEqual(len(p.stderr.splitlines()), 1, p.stderr)
+        self.assertRegex(p.stderr, r"^nemolens: exit: could not deliver this process's metrics to .*; they are lost\n$")
         self.assertLess(t - base_t, 1.0)
         print(f"\n  exit delay, collector down: {1000 * (t - base_t):.0f} ms", file=sys.stderr)
 
@@ -121,7 +123,7 @@ class Lifecycle(harness.ShimTestCase):
     def test_malformed_variables_warn_once_and_still_export(self):
         env = harness.shim_env(OTEL_EXPORTER_OTLP_METRICS_ENDPOINT=self.sink.url,
                                OTEL_METRIC_EXPORT_INTERVAL="soon", OTEL_EXPORTER_OTLP_COMPRESSION="zip",
-                               OTEL_RESOURCE_ATTRIBUTES="a=%zz")
+                               OTEL_RESOURCE_ATTRIBUTES="a=%zz", NEMOLENS_LOG_PATH="stderr")
         p, _ = timed(self.args(1, 0), env)
         self.assertEqual(p.returncode, 3)
         warnings = p.stderr.splitlines()

@@ -256,7 +256,8 @@ class Memory(unittest.TestCase):
 
         self.sink.reset()
         env = harness.shim_env(OTEL_EXPORTER_OTLP_METRICS_ENDPOINT=self.sink.url, NEMOLENS_MEMORY_PROFILING="true",
-                               NEMOLENS_MEMORY_SAMPLE_INTERVAL_MS=100, NEMOLENS_PSS_BUDGET_PERCENT="lots")
+                               NEMOLENS_MEMORY_SAMPLE_INTERVAL_MS=100, NEMOLENS_PSS_BUDGET_PERCENT="lots",
+                               NEMOLENS_LOG_PATH="stderr")
         r = harness.run(["/bin/sleep", "0.5"], env)
         self.assertEqual(r.returncode, 0)
         self.assertEqual(r.stderr.count("NEMOLENS_PSS_BUDGET_PERCENT"), 1, r.stderr)

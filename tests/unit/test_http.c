@@ -585,6 +585,8 @@ static void capture_begin(struct capture *c)
 	c->saved = dup(2);
 	dup2(c->fd, 2);
 	nl_log_init();   /* the capture file is stderr now (see log.h) */
+	/* Not a terminal: by default nothing would be written to it. */
+	nl_log_set_output(NL_LOG_TO_STDERR, NULL);
 }
 
 static const char *capture_end(struct capture *c)
@@ -663,6 +665,53 @@ Test(http, rejection_warns_once_per_status_with_server_message)
 	cr_assert_eq(res1, NL_SEND_REJECTED);
 	cr_assert_eq(res2, NL_SEND_REJECTED);
 	server_free(s);
+}
+
+/* A failure says what becomes of the values: a periodic export's are sent
+ * again at the next export; the exit flush's (final) are lost. */
+Test(http, failure_messages_say_what_becomes_of_the_values)
+{
+	struct step steps[] = { { .status = 503 }, { .status = 503 } };
+	struct server *s = server_start(steps, 2);
+	struct nl_transport *t = transport_for(s->url);
+	struct capture c;
+	capture_begin(&c);
+	enum nl_send_result r1 = nl_transport_send(t, BODY, sizeof BODY - 1, deadline_in_ms(2000), 0, NULL);
+	nl_transport_set_final(t, true);
+	enum nl_send_result r2 = nl_transport_send(t, BODY, sizeof BODY - 1, deadline_in_ms(2000), 0, NULL);
+	const char *err = capture_end(&c);
+	nl_transport_free(t);
+	server_stop(s);
+	cr_assert_eq(r1, NL_SEND_RETRYABLE_FAILED);
+	cr_assert_eq(r2, NL_SEND_RETRYABLE_FAILED);
+	char want[512];
+	snprintf(want, sizeof want, "nemolens: %s answered HTTP 503; the metrics are sent again at the next export\n"
+		 "nemolens: exit: could not deliver this process's metrics to %s: HTTP 503; they are lost\n",
+		 s->url, s->url);
+	cr_assert_str_eq(err, want);
+	server_free(s);
+
+	/* A refused connection, at exit. */
+	int fd = socket(AF_INET, SOCK_STREAM, 0);
+	struct sockaddr_in a = { .sin_family = AF_INET };
+	a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	socklen_t alen = sizeof a;
+	cr_assert_eq(bind(fd, (struct sockaddr *)&a, sizeof a), 0);
+	cr_assert_eq(getsockname(fd, (struct sockaddr *)&a, &alen), 0);
+	char url[64];
+	snprintf(url, sizeof url, "http://127.0.0.1:%d/v1/metrics", ntohs(a.sin_port));
+	t = transport_for(url);   /* fd stays bound, not listening: refused */
+	nl_transport_set_final(t, true);
+	capture_begin(&c);
+	cr_assert_eq(nl_transport_send(t, BODY, sizeof BODY - 1, deadline_in_ms(2000), 0, NULL),
+		     NL_SEND_RETRYABLE_FAILED);
+	err = capture_end(&c);
+	nl_transport_free(t);
+	close(fd);
+	snprintf(want, sizeof want, "nemolens: exit: could not deliver this process's metrics to %s: ", url);
+	cr_assert_eq(strncmp(err, want, strlen(want)), 0, "stderr: %s", err);
+	cr_assert(strstr(err, "(curl error 7); they are lost\n"), "stderr: %s", err);
+	cr_assert_null(strstr(err, "again"), "stderr: %s", err);
 }
 
 Test(http, large_response_body_is_bounded_and_fine)
