@@ -6,7 +6,7 @@
 #include "check.h"
 
 _Atomic(struct nl_fd *) nl_fd_chunks[NL_FD_CHUNKS];
-_Atomic unsigned nl_fd_connecting;
+_Atomic unsigned nl_fd_watching;
 
 struct nl_fd *nl_fd_get(int fd)
 {
@@ -28,31 +28,44 @@ struct nl_fd *nl_fd_get(int fd)
 	return &chunk[(unsigned)fd & (NL_FD_CHUNK - 1)];
 }
 
-/* The one place a state is overwritten: keeps nl_fd_connecting exact. */
+/* The one place a state is overwritten: keeps nl_fd_watching exact. */
 static uint32_t set_state(struct nl_fd *e, uint32_t state)
 {
 	uint32_t old = atomic_exchange(&e->state, state);
 	if (old == NL_FD_CONNECTING)
-		atomic_fetch_sub(&nl_fd_connecting, 1);
+		atomic_fetch_sub(&nl_fd_watching, 1);
 	return old;
+}
+
+/* The HTTP layer stops following the number's bytes (its exchanges were
+ * settled by http.c first where there was a close to see). */
+static void drop_http(struct nl_fd *e)
+{
+	if (atomic_load_explicit(&e->http, memory_order_relaxed) && atomic_exchange(&e->http, NL_HTTP_NONE))
+		atomic_fetch_sub(&nl_fd_watching, 1);
 }
 
 void nl_fd_track(int fd)
 {
 	struct nl_fd *e = nl_fd_get(fd);
-	if (e)
+	if (e) {
+		drop_http(e);
 		set_state(e, NL_FD_SOCKET);
+	}
 }
 
 void nl_fd_ignore(int fd)
 {
 	struct nl_fd *e = nl_fd_get(fd);
-	if (e)
+	if (e) {
+		drop_http(e);
 		set_state(e, NL_FD_IGNORED);
+	}
 }
 
 uint32_t nl_fd_clear(struct nl_fd *e)
 {
+	drop_http(e);
 	if (atomic_load_explicit(&e->state, memory_order_relaxed) == NL_FD_UNTRACKED)
 		return NL_FD_UNTRACKED;
 	return set_state(e, NL_FD_UNTRACKED);
@@ -67,7 +80,7 @@ uint32_t nl_fd_forget(int fd)
 void nl_fd_start_connecting(struct nl_fd *e)
 {
 	if (atomic_exchange(&e->state, NL_FD_CONNECTING) != NL_FD_CONNECTING)
-		atomic_fetch_add(&nl_fd_connecting, 1);
+		atomic_fetch_add(&nl_fd_watching, 1);
 }
 
 int nl_fd_end_connecting(struct nl_fd *e)
@@ -75,7 +88,7 @@ int nl_fd_end_connecting(struct nl_fd *e)
 	uint32_t expected = NL_FD_CONNECTING;
 	if (!atomic_compare_exchange_strong(&e->state, &expected, NL_FD_SOCKET))
 		return 0;
-	atomic_fetch_sub(&nl_fd_connecting, 1);
+	atomic_fetch_sub(&nl_fd_watching, 1);
 	return 1;
 }
 
@@ -94,7 +107,8 @@ void nl_fd_copy(int oldfd, int newfd)
 
 void nl_fd_atfork_child(void)
 {
-	atomic_store(&nl_fd_connecting, 0);
+	/* The parent's acquisitions and HTTP exchanges are the parent's. */
+	atomic_store(&nl_fd_watching, 0);
 	for (unsigned c = 0; c < NL_FD_CHUNKS; c++) {
 		struct nl_fd *chunk = atomic_load(&nl_fd_chunks[c]);
 		if (!chunk)
@@ -102,6 +116,7 @@ void nl_fd_atfork_child(void)
 		for (unsigned i = 0; i < NL_FD_CHUNK; i++) {
 			uint32_t expected = NL_FD_CONNECTING;
 			atomic_compare_exchange_strong(&chunk[i].state, &expected, NL_FD_SOCKET);
+			atomic_store(&chunk[i].http, NL_HTTP_NONE);
 		}
 	}
 }

@@ -23,9 +23,14 @@ enum nl_fd_state {
 	NL_FD_IGNORED,          /* a socket the shim saw and does not count (datagram, the shim's own) */
 };
 
+/* What the HTTP layer does with a socket's bytes (hooks/http.h). */
+enum nl_fd_http { NL_HTTP_NONE = 0, NL_HTTP_SERVER, NL_HTTP_CLIENT };
+
 struct nl_fd {
 	_Atomic uint32_t state;
-	int32_t dest;           /* destination index while connecting */
+	int16_t dest;           /* destination index while connecting */
+	_Atomic uint8_t http;   /* enum nl_fd_http: its bytes are followed */
+	uint8_t unused;
 	uint64_t start_ns;      /* CLOCK_MONOTONIC at entry to connect() */
 };
 
@@ -39,10 +44,11 @@ _Static_assert(sizeof(struct nl_fd) == 16, "struct nl_fd must stay 16 bytes");
 
 extern _Atomic(struct nl_fd *) nl_fd_chunks[NL_FD_CHUNKS];
 
-/* How many fds are NL_FD_CONNECTING right now. While it is 0 (nearly always),
- * an I/O hook needs no table lookup at all. Every change of state goes
- * through the functions below, which keep it exact. */
-extern _Atomic unsigned nl_fd_connecting;
+/* How many fds are NL_FD_CONNECTING or have their bytes followed by the HTTP
+ * layer right now. While it is 0, an I/O hook needs no table lookup at all.
+ * Every change goes through the functions below (and http.c), which keep it
+ * exact. */
+extern _Atomic unsigned nl_fd_watching;
 
 /* The entry of fd if its chunk exists, else NULL. */
 static inline struct nl_fd *nl_fd_lookup(int fd)
@@ -60,12 +66,18 @@ static inline uint32_t nl_fd_state(int fd)
 	return e ? atomic_load_explicit(&e->state, memory_order_relaxed) : NL_FD_UNTRACKED;
 }
 
-/* True when an I/O call on fd may settle a pending acquisition: the only
- * case in which an I/O hook does anything besides calling libc. */
-static inline int nl_fd_watched(int fd)
+/* The entry of fd when an I/O call on it may settle a pending acquisition or
+ * carries HTTP bytes: the only cases in which an I/O hook does anything
+ * besides calling libc. NULL otherwise. */
+static inline struct nl_fd *nl_fd_watched(int fd)
 {
-	return __builtin_expect(atomic_load_explicit(&nl_fd_connecting, memory_order_relaxed) != 0, 0) &&
-	       nl_fd_state(fd) == NL_FD_CONNECTING;
+	if (__builtin_expect(atomic_load_explicit(&nl_fd_watching, memory_order_relaxed) == 0, 1))
+		return 0;
+	struct nl_fd *e = nl_fd_lookup(fd);
+	if (e && (atomic_load_explicit(&e->state, memory_order_relaxed) == NL_FD_CONNECTING ||
+		  atomic_load_explicit(&e->http, memory_order_relaxed)))
+		return e;
+	return 0;
 }
 
 /* The entry of fd, mapping its chunk when needed; NULL when fd is out of range

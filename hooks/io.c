@@ -1,122 +1,193 @@
 #undef _FORTIFY_SOURCE
-/* The I/O family. Each call is the original, plus: when the fd has a pending
- * connection acquisition, the call's outcome settles it (see acquire.h).
- * nl_fd_watched() is one load while no acquisition is pending anywhere, so the
+/* The I/O family. Each call is the original, plus, on a watched fd (see
+ * fdtable.h): its outcome settles a pending connection acquisition
+ * (acquire.h), and the bytes it moved are fed to the HTTP layer (http.h).
+ * nl_fd_watched() is one load while nothing is watched anywhere, so the
  * common path is a tail call into libc. */
 #include <errno.h>
+#include <sys/sendfile.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
+#include <fcntl.h>
 #include <unistd.h>
 
 #include "acquire.h"
 #include "export_sym.h"
+#include "http.h"
 #include "real.h"
+
+static inline void settle(struct nl_fd *e, int fd, ssize_t r)
+{
+	if (atomic_load_explicit(&e->state, memory_order_relaxed) == NL_FD_CONNECTING)
+		nl_acq_after_io(fd, r >= 0);
+}
+
+static inline int followed(struct nl_fd *e) { return atomic_load_explicit(&e->http, memory_order_relaxed) != 0; }
+
+/* Bytes read into buf (MSG_PEEK data is read again later: not fed twice). */
+static void after_in(struct nl_fd *e, int fd, const void *buf, ssize_t r, int flags)
+{
+	settle(e, fd, r);
+	if (!followed(e) || (flags & MSG_PEEK))
+		return;
+	if (r > 0)
+		nl_http_bytes(e, fd, 0, buf, (size_t)r, 0);
+	else if (r == 0)
+		nl_http_eof(e, fd);
+}
+
+static void after_out(struct nl_fd *e, int fd, const void *buf, ssize_t r, uint64_t t0)
+{
+	settle(e, fd, r);
+	if (r > 0 && followed(e))
+		nl_http_bytes(e, fd, 1, buf, (size_t)r, t0);
+}
+
+static void after_iov(struct nl_fd *e, int fd, int out, const struct iovec *iov, size_t n, ssize_t r, int flags,
+		      uint64_t t0)
+{
+	settle(e, fd, r);
+	if (!followed(e) || (flags & MSG_PEEK))
+		return;
+	if (r > 0)
+		nl_http_iov(e, fd, out, iov, n, (size_t)r, t0);
+	else if (r == 0 && !out)
+		nl_http_eof(e, fd);
+}
+
+static void after_mmsg(struct nl_fd *e, int fd, int out, const struct mmsghdr *vec, int r, int flags, uint64_t t0)
+{
+	settle(e, fd, r);
+	if (!followed(e) || (flags & MSG_PEEK))
+		return;
+	for (int i = 0; i < r; i++)
+		if (vec[i].msg_len)
+			nl_http_iov(e, fd, out, vec[i].msg_hdr.msg_iov, vec[i].msg_hdr.msg_iovlen, vec[i].msg_len, t0);
+}
 
 NL_EXPORT ssize_t read(int fd, void *buf, size_t n)
 {
-	if (!nl_fd_watched(fd))
+	struct nl_fd *e = nl_fd_watched(fd);
+	if (!e)
 		return NL_REAL(read)(fd, buf, n);
 	ssize_t r = NL_REAL(read)(fd, buf, n);
-	nl_acq_after_io(fd, r >= 0);
+	after_in(e, fd, buf, r, 0);
 	return r;
 }
 
 NL_EXPORT ssize_t write(int fd, const void *buf, size_t n)
 {
-	if (!nl_fd_watched(fd))
+	struct nl_fd *e = nl_fd_watched(fd);
+	if (!e)
 		return NL_REAL(write)(fd, buf, n);
+	uint64_t t0 = nl_http_write_start(e);
 	ssize_t r = NL_REAL(write)(fd, buf, n);
-	nl_acq_after_io(fd, r >= 0);
+	after_out(e, fd, buf, r, t0);
 	return r;
 }
 
 NL_EXPORT ssize_t readv(int fd, const struct iovec *iov, int iovcnt)
 {
-	if (!nl_fd_watched(fd))
+	struct nl_fd *e = nl_fd_watched(fd);
+	if (!e)
 		return NL_REAL(readv)(fd, iov, iovcnt);
 	ssize_t r = NL_REAL(readv)(fd, iov, iovcnt);
-	nl_acq_after_io(fd, r >= 0);
+	after_iov(e, fd, 0, iov, iovcnt > 0 ? (size_t)iovcnt : 0, r, 0, 0);
 	return r;
 }
 
 NL_EXPORT ssize_t writev(int fd, const struct iovec *iov, int iovcnt)
 {
-	if (!nl_fd_watched(fd))
+	struct nl_fd *e = nl_fd_watched(fd);
+	if (!e)
 		return NL_REAL(writev)(fd, iov, iovcnt);
+	uint64_t t0 = nl_http_write_start(e);
 	ssize_t r = NL_REAL(writev)(fd, iov, iovcnt);
-	nl_acq_after_io(fd, r >= 0);
+	after_iov(e, fd, 1, iov, iovcnt > 0 ? (size_t)iovcnt : 0, r, 0, t0);
 	return r;
 }
 
 NL_EXPORT ssize_t send(int fd, const void *buf, size_t n, int flags)
 {
-	if (!nl_fd_watched(fd))
+	struct nl_fd *e = nl_fd_watched(fd);
+	if (!e)
 		return NL_REAL(send)(fd, buf, n, flags);
+	uint64_t t0 = nl_http_write_start(e);
 	ssize_t r = NL_REAL(send)(fd, buf, n, flags);
-	nl_acq_after_io(fd, r >= 0);
+	after_out(e, fd, buf, r, t0);
 	return r;
 }
 
 NL_EXPORT ssize_t sendto(int fd, const void *buf, size_t n, int flags, const struct sockaddr *to, socklen_t tolen)
 {
-	if (!nl_fd_watched(fd))
+	struct nl_fd *e = nl_fd_watched(fd);
+	if (!e)
 		return NL_REAL(sendto)(fd, buf, n, flags, to, tolen);
+	uint64_t t0 = nl_http_write_start(e);
 	ssize_t r = NL_REAL(sendto)(fd, buf, n, flags, to, tolen);
-	nl_acq_after_io(fd, r >= 0);
+	after_out(e, fd, buf, r, t0);
 	return r;
 }
 
 NL_EXPORT ssize_t sendmsg(int fd, const struct msghdr *msg, int flags)
 {
-	if (!nl_fd_watched(fd))
+	struct nl_fd *e = nl_fd_watched(fd);
+	if (!e)
 		return NL_REAL(sendmsg)(fd, msg, flags);
+	uint64_t t0 = nl_http_write_start(e);
 	ssize_t r = NL_REAL(sendmsg)(fd, msg, flags);
-	nl_acq_after_io(fd, r >= 0);
+	after_iov(e, fd, 1, msg->msg_iov, msg->msg_iovlen, r, 0, t0);
 	return r;
 }
 
 NL_EXPORT int sendmmsg(int fd, struct mmsghdr *vec, unsigned int vlen, int flags)
 {
-	if (!nl_fd_watched(fd))
+	struct nl_fd *e = nl_fd_watched(fd);
+	if (!e)
 		return NL_REAL(sendmmsg)(fd, vec, vlen, flags);
+	uint64_t t0 = nl_http_write_start(e);
 	int r = NL_REAL(sendmmsg)(fd, vec, vlen, flags);
-	nl_acq_after_io(fd, r >= 0);
+	after_mmsg(e, fd, 1, vec, r, 0, t0);
 	return r;
 }
 
 NL_EXPORT ssize_t recv(int fd, void *buf, size_t n, int flags)
 {
-	if (!nl_fd_watched(fd))
+	struct nl_fd *e = nl_fd_watched(fd);
+	if (!e)
 		return NL_REAL(recv)(fd, buf, n, flags);
 	ssize_t r = NL_REAL(recv)(fd, buf, n, flags);
-	nl_acq_after_io(fd, r >= 0);
+	after_in(e, fd, buf, r, flags);
 	return r;
 }
 
 NL_EXPORT ssize_t recvfrom(int fd, void *buf, size_t n, int flags, struct sockaddr *from, socklen_t *fromlen)
 {
-	if (!nl_fd_watched(fd))
+	struct nl_fd *e = nl_fd_watched(fd);
+	if (!e)
 		return NL_REAL(recvfrom)(fd, buf, n, flags, from, fromlen);
 	ssize_t r = NL_REAL(recvfrom)(fd, buf, n, flags, from, fromlen);
-	nl_acq_after_io(fd, r >= 0);
+	after_in(e, fd, buf, r, flags);
 	return r;
 }
 
 NL_EXPORT ssize_t recvmsg(int fd, struct msghdr *msg, int flags)
 {
-	if (!nl_fd_watched(fd))
+	struct nl_fd *e = nl_fd_watched(fd);
+	if (!e)
 		return NL_REAL(recvmsg)(fd, msg, flags);
 	ssize_t r = NL_REAL(recvmsg)(fd, msg, flags);
-	nl_acq_after_io(fd, r >= 0);
+	after_iov(e, fd, 0, msg->msg_iov, msg->msg_iovlen, r, flags, 0);
 	return r;
 }
 
 NL_EXPORT int recvmmsg(int fd, struct mmsghdr *vec, unsigned int vlen, int flags, struct timespec *timeout)
 {
-	if (!nl_fd_watched(fd))
+	struct nl_fd *e = nl_fd_watched(fd);
+	if (!e)
 		return NL_REAL(recvmmsg)(fd, vec, vlen, flags, timeout);
 	int r = NL_REAL(recvmmsg)(fd, vec, vlen, flags, timeout);
-	nl_acq_after_io(fd, r >= 0);
+	after_mmsg(e, fd, 0, vec, r, flags, 0);
 	return r;
 }
 
@@ -124,28 +195,69 @@ NL_EXPORT int recvmmsg(int fd, struct mmsghdr *vec, unsigned int vlen, int flags
  * these instead of read/recv/recvfrom. */
 NL_EXPORT ssize_t __read_chk(int fd, void *buf, size_t n, size_t buflen)
 {
-	if (!nl_fd_watched(fd))
+	struct nl_fd *e = nl_fd_watched(fd);
+	if (!e)
 		return NL_REAL(__read_chk)(fd, buf, n, buflen);
 	ssize_t r = NL_REAL(__read_chk)(fd, buf, n, buflen);
-	nl_acq_after_io(fd, r >= 0);
+	after_in(e, fd, buf, r, 0);
 	return r;
 }
 
 NL_EXPORT ssize_t __recv_chk(int fd, void *buf, size_t n, size_t buflen, int flags)
 {
-	if (!nl_fd_watched(fd))
+	struct nl_fd *e = nl_fd_watched(fd);
+	if (!e)
 		return NL_REAL(__recv_chk)(fd, buf, n, buflen, flags);
 	ssize_t r = NL_REAL(__recv_chk)(fd, buf, n, buflen, flags);
-	nl_acq_after_io(fd, r >= 0);
+	after_in(e, fd, buf, r, flags);
 	return r;
 }
 
 NL_EXPORT ssize_t __recvfrom_chk(int fd, void *buf, size_t n, size_t buflen, int flags, struct sockaddr *from,
 				 socklen_t *fromlen)
 {
-	if (!nl_fd_watched(fd))
+	struct nl_fd *e = nl_fd_watched(fd);
+	if (!e)
 		return NL_REAL(__recvfrom_chk)(fd, buf, n, buflen, flags, from, fromlen);
 	ssize_t r = NL_REAL(__recvfrom_chk)(fd, buf, n, buflen, flags, from, fromlen);
-	nl_acq_after_io(fd, r >= 0);
+	after_in(e, fd, buf, r, flags);
+	return r;
+}
+
+/* Bodies the kernel copies itself (nginx sends files with sendfile): the
+ * bytes are not seen, only counted, and can only be part of a body. */
+static void after_opaque_out(int fd, ssize_t r)
+{
+	struct nl_fd *e = nl_fd_watched(fd);
+	if (e) {
+		settle(e, fd, r);
+		if (r > 0 && followed(e))
+			nl_http_opaque(e, fd, 1, (size_t)r);
+	}
+}
+
+NL_EXPORT ssize_t sendfile(int out_fd, int in_fd, off_t *offset, size_t count)
+{
+	ssize_t r = NL_REAL(sendfile)(out_fd, in_fd, offset, count);
+	after_opaque_out(out_fd, r);
+	return r;
+}
+
+NL_EXPORT ssize_t sendfile64(int out_fd, int in_fd, off_t *offset, size_t count)
+{
+	ssize_t r = NL_REAL(sendfile64)(out_fd, in_fd, offset, count);
+	after_opaque_out(out_fd, r);
+	return r;
+}
+
+NL_EXPORT ssize_t splice(int fd_in, loff_t *off_in, int fd_out, loff_t *off_out, size_t len, unsigned int flags)
+{
+	ssize_t r = NL_REAL(splice)(fd_in, off_in, fd_out, off_out, len, flags);
+	if (r > 0) {
+		after_opaque_out(fd_out, r);
+		struct nl_fd *e = nl_fd_watched(fd_in);
+		if (e && followed(e))
+			nl_http_opaque(e, fd_in, 0, (size_t)r);
+	}
 	return r;
 }

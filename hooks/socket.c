@@ -7,8 +7,12 @@
  *   socket, socketpair       from the shim's own threads: close-on-exec
  *   connect                  counts the attempt, may start a pending acquisition
  *   getsockopt(SO_ERROR)     may settle a pending acquisition
+ *   accept, accept4          a tracked stream socket: its bytes are followed
+ *                            by the HTTP layer (server side)
+ *   connect                  and a connected TCP socket (client side)
  *   close, close_range, closefrom, dup2, dup3 (over a tracked fd)
- *                            settle what is pending, forget the fd
+ *                            settle what is pending (acquisition, HTTP
+ *                            exchanges), forget the fd
  *   dup, dup2, dup3, fcntl(F_DUPFD*)
  *                            the copy is tracked like the original
  */
@@ -24,6 +28,8 @@
 #include "clock.h"
 #include "dest.h"
 #include "export_sym.h"
+#include "http.h"
+#include "httpmetrics.h"
 #include "real.h"
 #include "state.h"
 
@@ -36,6 +42,7 @@ static int counting(void)
 static void fresh_socket(int fd, int domain, int type)
 {
 	int base = type & ~(SOCK_NONBLOCK | SOCK_CLOEXEC);
+	nl_http_release(fd);   /* as for accept: a number reused behind libc's back */
 	if (!counting())
 		nl_fd_forget(fd);
 	else if (base == SOCK_STREAM && (domain == AF_INET || domain == AF_INET6 || domain == AF_UNIX))
@@ -69,23 +76,31 @@ NL_EXPORT int socketpair(int domain, int type, int protocol, int sv[2])
 	return r;
 }
 
+/* A connection accepted on a listening socket the shim tracks. */
+static void accepted(int listener, int fd)
+{
+	NL_KEEP_ERRNO;
+	/* A number the program closed behind libc's back (libuv closes with a
+	 * raw system call) still has its old exchanges: they ended then. */
+	nl_http_release(fd);
+	nl_fd_copy(listener, fd);
+	if (nl_http_server_on && counting() && nl_fd_state(fd) == NL_FD_SOCKET)
+		nl_http_watch(fd, NL_HTTP_SERVER, -1);
+}
+
 NL_EXPORT int accept(int fd, struct sockaddr *addr, socklen_t *len)
 {
 	int r = NL_REAL(accept)(fd, addr, len);
-	if (r >= 0) {
-		NL_KEEP_ERRNO;
-		nl_fd_copy(fd, r);
-	}
+	if (r >= 0)
+		accepted(fd, r);
 	return r;
 }
 
 NL_EXPORT int accept4(int fd, struct sockaddr *addr, socklen_t *len, int flags)
 {
 	int r = NL_REAL(accept4)(fd, addr, len, flags);
-	if (r >= 0) {
-		NL_KEEP_ERRNO;
-		nl_fd_copy(fd, r);
-	}
+	if (r >= 0)
+		accepted(fd, r);
 	return r;
 }
 
@@ -100,7 +115,11 @@ NL_EXPORT int connect(int fd, const struct sockaddr *addr, socklen_t len)
 	uint64_t t0 = nl_monotonic_ns();
 	int r = NL_REAL(connect)(fd, addr, len);
 	NL_KEEP_ERRNO;
-	nl_acq_connected(fd, e, what, t0, r, errno);
+	int err = errno;
+	nl_acq_connected(fd, e, what, t0, r, err);
+	/* A counted connect that did not fail at once may carry HTTP requests. */
+	if (nl_http_client_on && what >= 0 && (r == 0 || err == EINPROGRESS || err == EINTR))
+		nl_http_watch(fd, NL_HTTP_CLIENT, what);
 	return r;
 }
 
@@ -115,10 +134,17 @@ NL_EXPORT int getsockopt(int fd, int level, int name, void *val, socklen_t *len)
 	return r;
 }
 
+/* The fd goes away: its HTTP exchanges end, then its acquisition. */
+static void release(int fd)
+{
+	nl_http_release(fd);
+	nl_acq_release(fd);
+}
+
 NL_EXPORT int close(int fd)
 {
 	if (nl_fd_state(fd) != NL_FD_UNTRACKED)
-		nl_acq_release(fd);
+		release(fd);
 	return NL_REAL(close)(fd);
 }
 
@@ -130,7 +156,7 @@ static void release_range(unsigned first, unsigned last)
 		unsigned lo = c << NL_FD_CHUNK_BITS, hi = lo + NL_FD_CHUNK - 1;
 		for (unsigned fd = lo > first ? lo : first; fd <= hi && fd <= last; fd++)
 			if (nl_fd_state((int)fd) != NL_FD_UNTRACKED)
-				nl_acq_release((int)fd);
+				release((int)fd);
 	}
 }
 
@@ -164,7 +190,7 @@ NL_EXPORT int dup(int oldfd)
 static void before_dup_over(int oldfd, int newfd)
 {
 	if (oldfd != newfd && nl_fd_state(newfd) != NL_FD_UNTRACKED)
-		nl_acq_release(newfd);
+		release(newfd);
 }
 
 static void after_dup(int oldfd, int newfd, int r)

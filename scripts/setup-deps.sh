@@ -19,7 +19,7 @@ PKGS=(
   build-essential cmake pkg-config clang libclang-rt-14-dev
   libunwind-dev libprotobuf-c-dev protobuf-c-compiler
   libcurl4-openssl-dev libcriterion-dev zlib1g-dev
-  curl openssl python3-aiohttp python3-uvicorn python3-fastapi python3-protobuf
+  curl openssl python3-aiohttp python3-uvicorn python3-fastapi python3-protobuf python3-uvloop python3-requests
   nginx-light wrk golang-go
   libpython3.11-testsuite libglib2.0-tests
 )
@@ -34,15 +34,70 @@ if ((${#missing[@]})); then
   $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
 
+# The URI of the system's own main archive for its release, read from its apt
+# sources: one-line entries ("deb [options] URI SUITE COMPONENT...") in
+# sources.list and sources.list.d/*.list, and deb822 paragraphs (Types:,
+# URIs:, Suites:, Components:, Enabled:) in sources.list.d/*.sources. The
+# first entry of type deb whose suite is RELEASE and whose components
+# include main wins. Prints nothing when there is none.
+system_archive_uri() {   # system_archive_uri RELEASE
+  local release=$1 f uri
+  for f in /etc/apt/sources.list /etc/apt/sources.list.d/*.list; do
+    [ -r "$f" ] || continue
+    uri=$(awk -v rel="$release" '
+      { sub(/#.*/, ""); gsub(/\[[^]]*\]/, " ") }
+      $1 == "deb" && $3 == rel { for (i = 4; i <= NF; i++) if ($i == "main") { print $2; exit } }' "$f")
+    [ -n "$uri" ] && { echo "$uri"; return; }
+  done
+  for f in /etc/apt/sources.list.d/*.sources; do
+    [ -r "$f" ] || continue
+    uri=$(awk -v rel="$release" '
+      function words(list, w) {
+        gsub(/^[ \t]+|[ \t]+$/, "", list)
+        return split(list, w, /[ \t]+/)
+      }
+      function has(list, word,   n, i, w) {
+        n = words(list, w)
+        for (i = 1; i <= n; i++) if (w[i] == word) return 1
+        return 0
+      }
+      function check(   u) {
+        if (has(f["types"], "deb") && has(f["suites"], rel) && has(f["components"], "main") &&
+            tolower(f["enabled"]) != "no" && words(f["uris"], u) > 0 && u[1] != "") {
+          print u[1]; found = 1
+        }
+        delete f
+      }
+      /^[ \t]*#/ { next }
+      /^[ \t]*$/ { check(); if (found) exit; next }
+      /^[ \t]/ { if (key != "") f[key] = f[key] " " $0; next }   # a continuation line
+      {
+        key = tolower($0); sub(/:.*/, "", key)
+        val = $0; sub(/^[^:]*:[ \t]*/, "", val)
+        f[key] = val
+      }
+      END { if (!found) check() }' "$f")
+    [ -n "$uri" ] && { echo "$uri"; return; }
+  done
+}
+
 # Debian 13 packages, unpacked privately.
 TRIXIE_PKGS=(opentelemetry-proto victoria-metrics python3-opentelemetry-proto)
 stamp="$PREFIX/.stamp-${TRIXIE_PKGS[*]// /_}"
 if [ ! -f "$stamp" ]; then
   echo "setup-deps: fetching ${TRIXIE_PKGS[*]} from Debian 13"
+  # The same mirror the system already uses for its own release, other suite.
+  release=$( (. /etc/os-release && echo "${VERSION_CODENAME:-}") 2>/dev/null || true)
+  archive=$(system_archive_uri "$release")
+  if [ -z "$release" ] || [ -z "$archive" ]; then
+    echo "setup-deps: no apt source of type deb for the ${release:-(unknown)} main archive in" \
+         "/etc/apt/sources.list or /etc/apt/sources.list.d; cannot fetch ${TRIXIE_PKGS[*]}" >&2
+    exit 1
+  fi
   aptdir=/var/cache/nemolens-apt
   $SUDO mkdir -p "$aptdir/lists/partial" "$aptdir/archives/partial" "$aptdir/etc/preferences.d" "$PREFIX"
   $SUDO tee "$aptdir/sources.list" >/dev/null <<SRC
-deb [signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] http://deb.debian.org/debian trixie main
+deb [signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] $archive trixie main
 SRC
   : | $SUDO tee "$aptdir/status" >/dev/null
   aptopts=(-o Dir::Etc::SourceList="$aptdir/sources.list"

@@ -41,6 +41,9 @@
 	X(ssize_t, __recv_chk, (int a, void *b, size_t c, size_t d, int e), (a, b, c, d, e))           \
 	X(ssize_t, __recvfrom_chk, (int a, void *b, size_t c, size_t d, int e, struct sockaddr *f, socklen_t *g), \
 	  (a, b, c, d, e, f, g))                                                                       \
+	X(ssize_t, sendfile, (int a, int b, off_t *c, size_t d), (a, b, c, d))                         \
+	X(ssize_t, sendfile64, (int a, int b, off_t *c, size_t d), (a, b, c, d))                       \
+	X(ssize_t, splice, (int a, loff_t *b, int c, loff_t *d, size_t e, unsigned f), (a, b, c, d, e, f))  \
 	X(int, getaddrinfo, (const char *a, const char *b, const struct addrinfo *c, struct addrinfo **d), \
 	  (a, b, c, d))
 

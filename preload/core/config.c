@@ -1,4 +1,5 @@
 #include "config.h"
+#include "route.h"
 #include "utf8.h"
 
 #include <ctype.h>
@@ -8,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <unistd.h>
 
 #define DEFAULT_ENDPOINT "http://localhost:4318/v1/metrics"
 #define MAX_MS 2147483647L   /* the OpenTelemetry specification's integer range */
@@ -369,6 +371,32 @@ static void load_log_level(struct nl_config *cfg, const struct env *e)
 	invalid("NEMOLENS_LOG_LEVEL", v, "none, error, warn, info or debug");
 }
 
+/* Where warnings go and whether this process is the outermost shim process:
+ * decided before any warning, and the level as well, so that the warnings
+ * about these variables themselves go where the valid ones say. */
+static void load_log_output(struct nl_config *cfg, const struct env *e)
+{
+	const char *outer = env_get(e, NL_ENV_OUTERMOST);
+	char *end = NULL;
+	long pid = outer ? strtol(outer, &end, 10) : 0;
+	cfg->outermost = !outer || (end && !*end && pid == (long)getpid());
+	nl_log_set_outermost(cfg->outermost);
+
+	const char *v = env_get(e, "NEMOLENS_LOG_PATH");
+	bool bad = false;
+	if (v) {
+		if (strcmp(v, "stderr") == 0)
+			bad = nl_log_set_output(NL_LOG_TO_STDERR, NULL) != 0;
+		else
+			bad = nl_log_set_output(NL_LOG_TO_FILE, v) != 0;
+		if (!bad)
+			cfg->log_path = strdup(v);
+	}
+	load_log_level(cfg, e);
+	if (bad)
+		invalid("NEMOLENS_LOG_PATH", v, "stderr or an absolute path");
+}
+
 static void load_resource(struct nl_config *cfg, const struct env *e)
 {
 	const char *v = env_get(e, "OTEL_RESOURCE_ATTRIBUTES");
@@ -387,6 +415,70 @@ static void load_resource(struct nl_config *cfg, const struct env *e)
 				service = cfg->resource[i].value;
 	if (service)
 		cfg->service_name = nl_utf8_sanitized_dup(service);
+}
+
+/* NEMOLENS_HTTP: on (both sides), server, client, or off. */
+static void load_http(struct nl_config *cfg, const struct env *e)
+{
+	cfg->http_server = cfg->http_client = true;
+	const char *v = env_get(e, "NEMOLENS_HTTP");
+	bool on;
+	if (v) {
+		if (strcasecmp(v, "server") == 0)
+			cfg->http_client = false;
+		else if (strcasecmp(v, "client") == 0)
+			cfg->http_server = false;
+		else if (nl_parse_bool(v, &on) == 0)
+			cfg->http_server = cfg->http_client = on;
+		else
+			invalid("NEMOLENS_HTTP", v, "true, false, server or client");
+	}
+	cfg->http_routes = env_dup(e, "NEMOLENS_HTTP_ROUTES");
+	cfg->http_route_unmatched = NL_ROUTE_TEMPLATE;
+	if ((v = env_get(e, "NEMOLENS_HTTP_ROUTE_UNMATCHED"))) {
+		enum nl_route_unmatched mode;
+		if (nl_route_parse_mode(v, &mode) == 0)
+			cfg->http_route_unmatched = (int)mode;
+		else
+			invalid("NEMOLENS_HTTP_ROUTE_UNMATCHED", v, "template, path, wildcard or unset");
+	}
+	cfg->http_route_cap = 256;
+	if ((v = env_get(e, "NEMOLENS_HTTP_ROUTE_LIMIT"))) {
+		long n;
+		if (nl_parse_ms(v, &n) == 0 && n >= 16 && n <= 4096)
+			cfg->http_route_cap = n;
+		else
+			invalid("NEMOLENS_HTTP_ROUTE_LIMIT", v, "a number from 16 to 4096");
+	}
+	/* As OpenTelemetry's Python instrumentations read it: a comma-separated
+	 * list in which http/dup asks for both the old and the stable names. */
+	if ((v = env_get(e, "OTEL_SEMCONV_STABILITY_OPT_IN"))) {
+		for (const char *p = v; *p;) {
+			size_t n = strcspn(p, ",");
+			while (n && p[n - 1] == ' ')
+				n--;
+			while (*p == ' ' && n)
+				p++, n--;
+			if (n == 8 && strncmp(p, "http/dup", 8) == 0)
+				cfg->http_semconv_dup = true;
+			p += strcspn(p, ",");
+			if (*p == ',')
+				p++;
+		}
+	}
+	cfg->http_known_methods = env_dup(e, "OTEL_INSTRUMENTATION_HTTP_KNOWN_METHODS");
+	static const char *const gym[] = { "NEMOLENS_GYM_ENDPOINTS", NULL };
+	cfg->gym_endpoints = true;
+	if (env_bool(e, gym, &on))
+		cfg->gym_endpoints = on;
+	v = env_get(e, "NEMOLENS_GYM_ROLLOUT_ROUTE");
+	cfg->gym_rollout_route = strdup(v && v[0] == '/' ? v : "/run");
+	if (v && v[0] != '/')
+		invalid("NEMOLENS_GYM_ROLLOUT_ROUTE", v, "a route starting with /");
+	v = env_get(e, "NEMOLENS_GYM_VERIFY_ROUTE");
+	cfg->gym_verify_route = strdup(v && v[0] == '/' ? v : "/verify");
+	if (v && v[0] != '/')
+		invalid("NEMOLENS_GYM_VERIFY_ROUTE", v, "a route starting with /");
 }
 
 void nl_config_load(struct nl_config *cfg, nl_getenv_fn get, const char *program_name)
@@ -410,7 +502,7 @@ void nl_config_load(struct nl_config *cfg, nl_getenv_fn get, const char *program
 	cfg->cardinality_limit = 2000;
 	cfg->log_level = NL_LOG_WARN;
 
-	load_log_level(cfg, &e);   /* first, so it governs the warnings below */
+	load_log_output(cfg, &e);   /* first, so it governs the warnings below */
 
 	bool disabled = false;
 	if (env_bool(&e, sdk_disabled, &disabled) && disabled)
@@ -459,10 +551,15 @@ void nl_config_load(struct nl_config *cfg, nl_getenv_fn get, const char *program
 		cfg->server_name = nl_utf8_sanitized_dup(program_name && *program_name ? program_name : "unknown");
 	v = env_get(&e, "NEMOLENS_SERVER_TYPE");
 	cfg->server_type = nl_utf8_sanitized_dup(v ? v : "process");
+	load_http(cfg, &e);
 }
 
 void nl_config_free(struct nl_config *cfg)
 {
+	free(cfg->http_routes);
+	free(cfg->http_known_methods);
+	free(cfg->gym_rollout_route);
+	free(cfg->gym_verify_route);
 	free(cfg->endpoint);
 	nl_free_kv_list(cfg->headers, cfg->n_headers);
 	nl_free_kv_list(cfg->resource, cfg->n_resource);
@@ -474,5 +571,6 @@ void nl_config_free(struct nl_config *cfg)
 	free(cfg->server_type);
 	free(cfg->destinations);
 	free(cfg->console_path);
+	free(cfg->log_path);
 	memset(cfg, 0, sizeof *cfg);
 }

@@ -47,8 +47,26 @@ struct nl_config {
 	long memory_interval_ms;
 	size_t cardinality_limit;
 	char *console_path;             /* NEMOLENS_CONSOLE_PATH, NULL = stderr */
+	char *log_path;                 /* NEMOLENS_LOG_PATH: NULL (default), "stderr" or an absolute path */
+	bool outermost;                 /* no shim ancestor: NL_ENV_OUTERMOST unset or this process */
 	enum nl_log_level log_level;
+	/* The HTTP layer (NEMOLENS_HTTP and friends; README, "HTTP requests"). */
+	bool http_server;               /* parse accepted sockets */
+	bool http_client;               /* parse connected TCP sockets */
+	char *http_routes;              /* NEMOLENS_HTTP_ROUTES, raw */
+	int http_route_unmatched;       /* enum nl_route_unmatched */
+	long http_route_cap;            /* NEMOLENS_HTTP_ROUTE_LIMIT */
+	bool http_semconv_dup;          /* OTEL_SEMCONV_STABILITY_OPT_IN has http/dup */
+	char *http_known_methods;       /* OTEL_INSTRUMENTATION_HTTP_KNOWN_METHODS, raw */
+	bool gym_endpoints;             /* NEMOLENS_GYM_ENDPOINTS */
+	char *gym_rollout_route;        /* NEMOLENS_GYM_ROLLOUT_ROUTE, default /run */
+	char *gym_verify_route;         /* NEMOLENS_GYM_VERIFY_ROUTE, default /verify */
 };
+
+/* The pid of the outermost shim process of a tree: the shim puts it into
+ * its own environment at load when no shim ancestor did, so that every
+ * descendant inherits it (through any non-shim process in between). */
+#define NL_ENV_OUTERMOST "NEMOLENS_OUTERMOST_PID"
 
 typedef const char *(*nl_getenv_fn)(const char *name);
 

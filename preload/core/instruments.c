@@ -10,17 +10,24 @@ const double nl_token_bounds[14] = { 1,	4,	 16,	  64,	    256,      1024,	4096,
 /* NeMo Lens's GYM_DURATION_BOUNDARIES_MS. */
 const double nl_gym_ms_bounds[15] = { 100,	250,	500,	1000,	 2500,	  5000,	   10000,  30000,
 					60000, 120000, 300000, 600000, 1200000, 1800000, 3600000 };
-/* NeMo Lens gives rl.* histograms no advice: the OpenTelemetry SDK default. */
-const double nl_rl_ms_bounds[15] = { 0, 5, 10, 25, 50, 75, 100, 250, 500, 750, 1000, 2500, 5000, 7500, 10000 };
+/* The OpenTelemetry SDK's default boundaries: for rl.* (NeMo Lens gives no
+ * advice), body sizes and the old http.server.duration (no advice either). */
+const double nl_otel_default_bounds[15] = { 0, 5, 10, 25, 50, 75, 100, 250, 500, 750, 1000, 2500, 5000, 7500, 10000 };
 
 /* NeMo Gym's connection pool wait boundaries. */
 const double nl_queue_ms_bounds[17] = { 0.01, 0.05, 0.1, 0.25, 0.5, 1,	 2.5,  5,    10,
 					25,   50,   100, 250,  500, 1000, 5000, 30000 };
 
+/* The HTTP semantic conventions' advice for request durations. */
+const double nl_http_duration_s_bounds[14] = { 0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.25,
+					       0.5,   0.75, 1,	   2.5,	 5,	7.5, 10 };
+
 #define NB(a) (sizeof(a) / sizeof *(a))
 
 #define GAUGE(n, u, d) { n, u, d, NL_GAUGE, NULL, 0, false }
 #define HIST(n, u, d, b) { n, u, d, NL_HISTOGRAM, b, NB(b), false }
+/* Recorded by the HTTP layer too, from the routes. */
+#define SHARED_HIST(n, u, d, b) { n, u, d, NL_HISTOGRAM, b, NB(b), true }
 
 const struct nl_inst_def nl_inst_defs[NL_N_INST] = {
 	[NL_I_CONNECT_TOTAL] = { "gym.http.connection_pool.connect_total", "{connection}",
@@ -42,16 +49,32 @@ const struct nl_inst_def nl_inst_defs[NL_N_INST] = {
 	[NL_I_RL_LEARNING_RATE] = GAUGE("rl.learning_rate", "", "Current optimizer learning rate."),
 	[NL_I_RL_THROUGHPUT] = GAUGE("rl.throughput.tokens_per_sec", "{token}/s", "Training throughput (tokens/sec)."),
 	[NL_I_RL_GENERATION_MS] = HIST("rl.generation.duration_ms", "ms", "Duration of text generation in milliseconds.",
-				    nl_rl_ms_bounds),
+				    nl_otel_default_bounds),
 	[NL_I_RL_ROLLOUT_MS] = HIST("rl.rollout.duration_ms", "ms", "Duration of rollout collection in milliseconds.",
-				 nl_rl_ms_bounds),
+				 nl_otel_default_bounds),
 	[NL_I_GYM_REQUEST_MS] = HIST("gym.server.request_duration_ms", "ms",
 				  "Gym server request duration in milliseconds.", nl_gym_ms_bounds),
-	[NL_I_GYM_ROLLOUT_MS] = HIST("gym.rollout.duration_ms", "ms", "Rollout collection duration in milliseconds.",
+	[NL_I_GYM_ROLLOUT_MS] = SHARED_HIST("gym.rollout.duration_ms", "ms", "Rollout collection duration in milliseconds.",
 				  nl_gym_ms_bounds),
-	[NL_I_GYM_VERIFY_MS] = HIST("gym.verify.duration_ms", "ms", "Verification endpoint duration in milliseconds.",
+	[NL_I_GYM_VERIFY_MS] = SHARED_HIST("gym.verify.duration_ms", "ms", "Verification endpoint duration in milliseconds.",
 				 nl_gym_ms_bounds),
-	[NL_I_GYM_SUCCESS_RATE] = GAUGE("gym.verify.success_rate", "", "Fraction of successful verifications."),
+	[NL_I_HTTP_SERVER_DURATION] = { "http.server.request.duration", "s", "Duration of HTTP server requests.",
+					NL_HISTOGRAM, nl_http_duration_s_bounds, 14, true },
+	[NL_I_HTTP_SERVER_ACTIVE] = { "http.server.active_requests", "{request}",
+				      "Number of active HTTP server requests.", NL_UPDOWN, NULL, 0, true },
+	[NL_I_HTTP_SERVER_REQUEST_BODY] = { "http.server.request.body.size", "By",
+					    "Size of HTTP server request bodies.", NL_HISTOGRAM,
+					    nl_otel_default_bounds, 15, true },
+	[NL_I_HTTP_SERVER_RESPONSE_BODY] = { "http.server.response.body.size", "By",
+					     "Size of HTTP server response bodies.", NL_HISTOGRAM,
+					     nl_otel_default_bounds, 15, true },
+	[NL_I_HTTP_CLIENT_DURATION] = { "http.client.request.duration", "s", "Duration of HTTP client requests.",
+					NL_HISTOGRAM, nl_http_duration_s_bounds, 14, true },
+	[NL_I_HTTP_SERVER_DURATION_OLD] = { "http.server.duration", "ms",
+					    "Duration of HTTP server requests (old semantic conventions).",
+					    NL_HISTOGRAM, nl_otel_default_bounds, 15, true },
+	[NL_I_GYM_SUCCESS_RATE] = { "gym.verify.success_rate", "", "Fraction of successful verifications.", NL_GAUGE,
+				  NULL, 0, true },
 	/* Same name, unit and kind as the memory sampler's registration. */
 	[NL_I_GYM_SERVERS_ACTIVE] = { "gym.servers.active", "", "Number of active Gym servers.", NL_GAUGE_INT, NULL, 0,
 				   true },

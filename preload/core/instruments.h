@@ -31,6 +31,12 @@ enum nl_inst_id {
 	NL_I_GYM_VERIFY_MS,
 	NL_I_GYM_SUCCESS_RATE,
 	NL_I_GYM_SERVERS_ACTIVE,
+	NL_I_HTTP_SERVER_DURATION,
+	NL_I_HTTP_SERVER_ACTIVE,
+	NL_I_HTTP_SERVER_REQUEST_BODY,
+	NL_I_HTTP_SERVER_RESPONSE_BODY,
+	NL_I_HTTP_CLIENT_DURATION,
+	NL_I_HTTP_SERVER_DURATION_OLD,
 	NL_N_INST
 };
 
@@ -54,7 +60,8 @@ struct nl_instrument *nl_inst(enum nl_inst_id id);
 extern const double nl_genai_duration_s_bounds[14];
 extern const double nl_token_bounds[14];
 extern const double nl_gym_ms_bounds[15];
-extern const double nl_rl_ms_bounds[15];
+extern const double nl_otel_default_bounds[15];
+extern const double nl_http_duration_s_bounds[14];
 extern const double nl_queue_ms_bounds[17];
 
 #endif

@@ -69,7 +69,7 @@
 #include "registry.h"
 
 #define ENV_PARENT_NAME "NEMOLENS_PARENT_SERVER_NAME"
-#define ENV_OUTERMOST "NEMOLENS_OUTERMOST_PID"
+#define ENV_OUTERMOST NL_ENV_OUTERMOST   /* config.h */
 #define ENV_BUDGET "NEMOLENS_PSS_BUDGET_PERCENT"
 
 #define MAX_PROCS 131072                /* processes scanned per sample */

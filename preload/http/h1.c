@@ -26,6 +26,9 @@ _Static_assert(256 % NL_H1_PIPELINE == 0, "ring indexes wrap at 256");
 _Static_assert(NL_H1_METHOD_MAX + NL_H1_TARGET_MAX <= 255 && NL_H1_HOST_MAX <= NL_H1_METHOD_MAX + NL_H1_TARGET_MAX,
 	       "buf and its uint8_t length");
 
+/* The byte-wise paths, kept out of the quick ones. */
+#define NOINLINE __attribute__((noinline))
+
 #define START_LINE_MAX 16384    /* request line: method, SP, target, SP */
 #define FIELD_LINE_MAX 8192     /* field line, status line, chunk size line, CRLF included */
 #define FIELDS_MAX 256          /* field lines in a header or trailer section */
@@ -111,7 +114,7 @@ static inline unsigned hex_digit(uint8_t b)
 }
 
 /* Whether p[0..n) is lname (lowercase) ignoring the case of letters. */
-static bool ci_eq(const uint8_t *p, const char *lname, size_t n)
+NOINLINE static bool ci_eq(const uint8_t *p, const char *lname, size_t n)
 {
 	for (size_t i = 0; i < n; i++)
 		if (lower(p[i]) != (uint8_t)lname[i])
@@ -166,7 +169,7 @@ static inline unsigned ctl_mask(__m128i v)
 #endif
 
 /* The first byte of [q, lim) that is <= 0x20 or 0x7f, or lim. */
-static const uint8_t *find_ctl(const struct run *r, const uint8_t *q, const uint8_t *lim)
+NOINLINE static const uint8_t *find_ctl(const struct run *r, const uint8_t *q, const uint8_t *lim)
 {
 #ifdef NL_H1_SIMD
 	if (r->wide) {
@@ -233,7 +236,7 @@ static void emit_simple(const struct run *r, enum nl_h1_event_type type, unsigne
 /* Stops the connection with one NOT_HTTP (while this direction has not yet
  * shown a valid start line) or ERROR; whichever direction gets there first
  * reports it. */
-static bool fail(const struct run *r)
+NOINLINE static bool fail(const struct run *r)
 {
 	enum nl_h1_event_type type = r->s->flags & F_HTTP ? NL_H1_ERROR : NL_H1_NOT_HTTP;
 	if (!atomic_exchange_explicit(&r->h->stopped, 1, memory_order_relaxed)) {
@@ -408,7 +411,66 @@ static const uint8_t *parse_target(const struct run *r, const uint8_t *p, const 
 	return parse_req_version(r, q + 1, e);
 }
 
-static const uint8_t *parse_method(const struct run *r, const uint8_t *p, const uint8_t *e)
+/* A whole request line with an uppercase method, at once: past it, or p
+ * when it is not that simple (the byte-wise states then take it from the
+ * start), or NULL. */
+static const uint8_t *request_line(const struct run *r, const uint8_t *p, const uint8_t *e)
+{
+#ifdef NL_H1_SIMD
+	struct nl_h1_half *s = r->s;
+	if (e - p < 32)
+		return p;
+	__m128i v = _mm_loadu_si128((const __m128i *)(const void *)p);
+	unsigned sp = eq_mask(v, ' ');
+	__m128i up = _mm_sub_epi8(v, _mm_set1_epi8('A'));
+	unsigned upper = (unsigned)_mm_movemask_epi8(_mm_cmpeq_epi8(_mm_min_epu8(up, _mm_set1_epi8(25)), up));
+	unsigned m = sp ? (unsigned)__builtin_ctz(sp) : 16;   /* method length: SP at 1..15 */
+	unsigned mbits = (1u << m) - 1;
+	if (m == 16 || (upper & mbits) != mbits)
+		return p;
+	const uint8_t *t = p + m + 1, *q = NULL;
+	if (e - t >= 16) {
+		/* Most targets end in their first 16 bytes. */
+		unsigned ctl = ctl_mask(_mm_loadu_si128((const __m128i *)(const void *)t));
+		if (ctl)
+			q = t + __builtin_ctz(ctl);
+	}
+	if (!q)
+		q = find_ctl(r, t, e);
+	size_t n = (size_t)(q - t);
+	/* SP "HTTP/1.x" CR LF: 11 bytes from q. */
+	if (e - q < 11 || *q != ' ' || !n || m + n + 2 > START_LINE_MAX)
+		return p;
+	int minor = version_word(q + 1);
+	int eol = q[9] == '\n' ? 1 : q[9] == '\r' && q[10] == '\n' ? 2 : 0;
+	if (minor < 0 || !eol)
+		return p;
+	char *buf = r->h->buf;
+	_mm_storeu_si128((__m128i *)(void *)buf, v);   /* the method, and bytes that do no harm */
+	if (n > NL_H1_TARGET_MAX) {
+		s->flags |= F_TRUNC;
+		n = NL_H1_TARGET_MAX;
+	}
+	/* Copies of a fixed size are inline; the bytes past n do no harm. */
+	if (n <= 32 && e - t >= 32)
+		memcpy(buf + m, t, 32);
+	else if (e - t >= NL_H1_TARGET_MAX)
+		memcpy(buf + m, t, NL_H1_TARGET_MAX);
+	else
+		memcpy(buf + m, t, n);
+	s->aux = (uint8_t)m;
+	s->len = (uint8_t)(m + n);
+	s->flags |= (uint16_t)(minor * F_MINOR1);
+	request_line_done(r);
+	return q + 9 + eol;
+#else
+	(void)r;
+	(void)e;
+	return p;
+#endif
+}
+
+NOINLINE static const uint8_t *parse_method(const struct run *r, const uint8_t *p, const uint8_t *e)
 {
 	struct nl_h1_half *s = r->s;
 	char *buf = r->h->buf;
@@ -432,7 +494,7 @@ static const uint8_t *parse_method(const struct run *r, const uint8_t *p, const 
 /* ---- status line ------------------------------------------------------------------- */
 
 /* "HTTP/1.0 " or "HTTP/1.1 " (the H was seen). */
-static const uint8_t *parse_resp_version(const struct run *r, const uint8_t *p, const uint8_t *e)
+NOINLINE static const uint8_t *parse_resp_version(const struct run *r, const uint8_t *p, const uint8_t *e)
 {
 	struct nl_h1_half *s = r->s;
 	for (; p < e; p++) {
@@ -459,7 +521,7 @@ static const uint8_t *parse_resp_version(const struct run *r, const uint8_t *p, 
 }
 
 /* Three digits, 100..999, then SP and a reason, or the line end at once. */
-static const uint8_t *parse_status(const struct run *r, const uint8_t *p, const uint8_t *e)
+NOINLINE static const uint8_t *parse_status(const struct run *r, const uint8_t *p, const uint8_t *e)
 {
 	struct nl_h1_half *s = r->s;
 	for (; p < e; p++) {
@@ -623,7 +685,7 @@ static bool cl_number(struct nl_h1_half *s)
 
 /* Content-Length = 1*DIGIT, or a list of equal ones; aux: 0 before a number,
  * 1 in it, 2 in whitespace after it. */
-static bool cl_byte(struct nl_h1_half *s, uint8_t b)
+NOINLINE static bool cl_byte(struct nl_h1_half *s, uint8_t b)
 {
 	unsigned d = (unsigned)(b - '0');
 	if (d < 10) {
@@ -657,7 +719,7 @@ static void te_coding_done(struct nl_h1_half *s)
 	s->aux = 0;
 }
 
-static bool te_byte(struct nl_h1_half *s, uint8_t b)
+NOINLINE static bool te_byte(struct nl_h1_half *s, uint8_t b)
 {
 	if (s->aux == 3) {
 		if (b == ',')
@@ -693,7 +755,7 @@ static bool te_byte(struct nl_h1_half *s, uint8_t b)
 
 /* Host = uri-host [ ":" port ], kept up to NL_H1_HOST_MAX bytes; aux: 0
  * before it, 1 in it, 2 in whitespace after it. */
-static bool host_byte(const struct run *r, uint8_t b)
+NOINLINE static bool host_byte(const struct run *r, uint8_t b)
 {
 	struct nl_h1_half *s = r->s;
 	if (is_ws(b)) {
@@ -723,7 +785,7 @@ static bool value_done(struct nl_h1_half *s)
 }
 
 /* Value bytes of an interesting field, up to (without) its '\n'. */
-static bool value_bytes(const struct run *r, const uint8_t *p, const uint8_t *q)
+NOINLINE static bool value_bytes(const struct run *r, const uint8_t *p, const uint8_t *q)
 {
 	struct nl_h1_half *s = r->s;
 	for (; p < q; p++) {
@@ -745,7 +807,7 @@ static bool value_bytes(const struct run *r, const uint8_t *p, const uint8_t *q)
 	return true;
 }
 
-static const uint8_t *parse_value(const struct run *r, const uint8_t *p, const uint8_t *e)
+NOINLINE static const uint8_t *parse_value(const struct run *r, const uint8_t *p, const uint8_t *e)
 {
 	struct nl_h1_half *s = r->s;
 	const uint8_t *q = memchr(p, '\n', (size_t)(e - p));
@@ -767,24 +829,37 @@ static const uint8_t *parse_value(const struct run *r, const uint8_t *p, const u
 static bool value_line(const struct run *r, const uint8_t *v, const uint8_t *ve)
 {
 	struct nl_h1_half *s = r->s;
+	/* The usual form: one SP, the value, CRLF or LF. */
+	const uint8_t *a = v + (v < ve && *v == ' ');
 	if (s->field == FLD_CL) {
-		const uint8_t *q = v;
-		while (q < ve && is_ws(*q))
-			q++;
-		const uint8_t *d = q;
 		uint64_t n = 0;
-		while (q < ve && (unsigned)(*q - '0') < 10 && q - d < 19)   /* 19 digits never overflow */
-			n = n * 10 + (unsigned)(*q++ - '0');
-		if (q > d) {
-			while (q < ve && is_ws(*q))
-				q++;
-			if (q == ve || (q[0] == '\r' && q + 1 == ve)) {
-				s->body_size = n;
-				return cl_number(s);
-			}
+		const uint8_t *q = a;
+		/* *ve is '\n', no digit; more than 19 digits may have wrapped: those
+		 * go byte by byte. */
+		for (unsigned k; (k = (unsigned)(*q - '0')) < 10; q++)
+			n = n * 10 + k;
+		if (q > a && q - a <= 19 && (q == ve || (q + 1 == ve && *q == '\r'))) {
+			s->body_size = n;
+			return cl_number(s);
 		}
 	} else if (s->field == FLD_HOST) {
-		const uint8_t *a = v, *b = ve;
+		const uint8_t *b = ve;
+#ifdef NL_H1_SIMD
+		if (r->end - a >= 32) {
+			__m128i v0 = _mm_loadu_si128((const __m128i *)(const void *)a);
+			__m128i v1 = _mm_loadu_si128((const __m128i *)(const void *)(a + 16));
+			unsigned m = ctl_mask(v0) | ctl_mask(v1) << 16;
+			const uint8_t *c = a + __builtin_ctz(m | 1u << 31);
+			if (m && (c == ve || (c + 1 == ve && *c == '\r'))) {
+				/* Bytes of no harm past the value. */
+				_mm_storeu_si128((__m128i *)(void *)r->h->buf, v0);
+				_mm_storeu_si128((__m128i *)(void *)(r->h->buf + 16), v1);
+				s->len = (uint8_t)(c - a);
+				return true;
+			}
+		}
+#endif
+		/* Any whitespace around it, a long one. */
 		if (b > a && b[-1] == '\r')
 			b--;
 		while (a < b && is_ws(*a))
@@ -796,13 +871,7 @@ static bool value_line(const struct run *r, const uint8_t *v, const uint8_t *ve)
 		size_t n = (size_t)(b - a);
 		if (n > NL_H1_HOST_MAX)
 			n = NL_H1_HOST_MAX;
-		/* Copies of a fixed size are inline; the bytes past n do no harm. */
-		if (n <= 16 && r->end - a >= 16)
-			memcpy(r->h->buf, a, 16);
-		else if (r->end - a >= NL_H1_HOST_MAX)
-			memcpy(r->h->buf, a, NL_H1_HOST_MAX);
-		else
-			memcpy(r->h->buf, a, n);
+		memcpy(r->h->buf, a, n);
 		s->len = (uint8_t)n;
 		return true;
 	}
@@ -816,7 +885,7 @@ static bool value_line(const struct run *r, const uint8_t *v, const uint8_t *ve)
 
 /* The name of a field line up to ':', byte-wise; a whole line with a field
  * of no interest is consumed here at once. */
-static const uint8_t *parse_name(const struct run *r, const uint8_t *p, const uint8_t *e)
+NOINLINE static const uint8_t *parse_name(const struct run *r, const uint8_t *p, const uint8_t *e)
 {
 	struct nl_h1_half *s = r->s;
 	const uint8_t *nl = memchr(p, '\n', (size_t)(e - p));
@@ -854,7 +923,7 @@ static const uint8_t *parse_name(const struct run *r, const uint8_t *p, const ui
 	return q;
 }
 
-static const uint8_t *parse_skip(const struct run *r, const uint8_t *p, const uint8_t *e)
+NOINLINE static const uint8_t *parse_skip(const struct run *r, const uint8_t *p, const uint8_t *e)
 {
 	struct nl_h1_half *s = r->s;
 	const uint8_t *nl = memchr(p, '\n', (size_t)(e - p));
@@ -867,7 +936,7 @@ static const uint8_t *parse_skip(const struct run *r, const uint8_t *p, const ui
 }
 
 /* The first byte of a field line, or of the empty line, byte-wise. */
-static const uint8_t *parse_field(const struct run *r, const uint8_t *p, const uint8_t *e)
+NOINLINE static const uint8_t *parse_field(const struct run *r, const uint8_t *p, const uint8_t *e)
 {
 	struct nl_h1_half *s = r->s;
 	uint8_t b = *p;
@@ -903,17 +972,20 @@ static const uint8_t *parse_field(const struct run *r, const uint8_t *p, const u
 	return p;
 }
 
-/* What a field line's first byte says: a name that may matter, or a line
- * for the byte-wise path. */
-enum { C_OTHER, C_C, C_T, C_H, C_SPECIAL };
+/* What a field line's first byte says: a line for the byte-wise path, or a
+ * name that may matter (masked by what matters in the section at hand). */
+enum { C_SPECIAL = 1, C_C = 2, C_T = 4, C_H = 8 };
 static const uint8_t first_class[256] = {
 	['c'] = C_C, ['C'] = C_C, ['t'] = C_T, ['T'] = C_T, ['h'] = C_H, ['H'] = C_H,
 	['\r'] = C_SPECIAL, ['\n'] = C_SPECIAL, [' '] = C_SPECIAL, ['\t'] = C_SPECIAL, [':'] = C_SPECIAL,
 };
 
+/* The name length that goes with a first byte's class. */
+static const uint8_t class_len[C_H + 1] = { [C_C] = 14, [C_T] = 17, [C_H] = 4 };
+
 /* The field named p[0..n), by words: letters are compared with 0x20 set
  * (the mask has it at letter positions only), other bytes exactly. */
-static inline uint8_t match_name(const uint8_t *p, size_t n, uint8_t cls, bool req)
+static inline uint8_t match_name(const uint8_t *p, size_t n, unsigned cls)
 {
 	const uint64_t letters = 0x2020202020202020ull;
 	switch (cls) {
@@ -928,7 +1000,7 @@ static inline uint8_t match_name(const uint8_t *p, size_t n, uint8_t cls, bool r
 			return FLD_TE;
 		break;
 	case C_H:
-		if (req && n == 4 && (load32(p) | (uint32_t)letters) == load32("host"))
+		if (n == 4 && (load32(p) | (uint32_t)letters) == load32("host"))
 			return FLD_HOST;
 		break;
 	}
@@ -967,9 +1039,18 @@ static inline const uint8_t *find_line(const uint8_t *p, const uint8_t *e, const
 #endif
 }
 
+/* A whole field line that may matter: p[0..colon) is its name, '\n' at nl. */
+static bool field_line(const struct run *r, const uint8_t *p, const uint8_t *colon, const uint8_t *nl, unsigned cls)
+{
+	struct nl_h1_half *s = r->s;
+	s->field = match_name(p, (size_t)(colon - p), cls);
+	return !s->field || (value_begin(r) && value_line(r, colon + 1, nl));
+}
+
 /* Field lines: whole ones at once, each found with one scan for '\n' and
  * ':'; a partial line, the empty line or an unusual first byte go the
- * byte-wise way. */
+ * byte-wise way. Too many lines fail after the loop: nothing is reported
+ * in it. */
 static const uint8_t *parse_fields(const struct run *r, const uint8_t *p, const uint8_t *e)
 {
 	struct nl_h1_half *s = r->s;
@@ -977,25 +1058,60 @@ static const uint8_t *parse_fields(const struct run *r, const uint8_t *p, const 
 		return p;
 	if (r->wide && !(s->flags & F_CR)) {
 		unsigned fields = s->n_headers;
-		while (p < e) {
-			uint8_t cls = first_class[*p];
-			if (cls == C_SPECIAL)
+		unsigned want = C_SPECIAL;      /* names that matter here */
+		if (!(s->flags & F_TRAILER))
+			want |= r->req ? C_C | C_T | C_H : C_C | C_T;
+		for (;;) {
+#ifdef NL_H1_SIMD
+			/* Lines of up to 32 bytes, names of up to 15, while 32 bytes are left. */
+			const __m128i NL = _mm_set1_epi8('\n'), CO = _mm_set1_epi8(':');
+			while (e - p >= 32) {
+				unsigned cls = first_class[*p] & want;
+				if (cls & C_SPECIAL)
+					break;
+				__m128i v0 = _mm_loadu_si128((const __m128i *)(const void *)p);
+				__m128i v1 = _mm_loadu_si128((const __m128i *)(const void *)(p + 16));
+				unsigned mn = (unsigned)_mm_movemask_epi8(_mm_cmpeq_epi8(v0, NL)) |
+					      (unsigned)_mm_movemask_epi8(_mm_cmpeq_epi8(v1, NL)) << 16;
+				/* The ':' in the first 16 bytes, before the '\n' (mn ^ (mn - 1):
+				 * the bits up to it). */
+				unsigned mc = (unsigned)_mm_movemask_epi8(_mm_cmpeq_epi8(v0, CO)) & (mn ^ (mn - 1));
+				if (!mn || !mc)
+					break;
+				unsigned c = (unsigned)__builtin_ctz(mc);
+				/* p[0] is no ':', so c > 0. */
+				if (p[c - 1] <= ' ')
+					return fail(r), NULL;
+				const uint8_t *nl = p + (unsigned)__builtin_ctz(mn);
+				fields++;
+				if (cls && class_len[cls] == c && !field_line(r, p, p + c, nl, cls))
+					return fail(r), NULL;
+				p = nl + 1;
+			}
+#endif
+			/* Any other whole line, one. */
+			if (p == e)
+				break;
+			unsigned cls = first_class[*p] & want;
+			if (cls & C_SPECIAL)
 				break;
 			const uint8_t *colon, *nl = find_line(p, e, &colon);
 			if (!nl)
 				break;
-			if (nl - p >= FIELD_LINE_MAX || !colon || colon[-1] <= ' ' || ++fields > FIELDS_MAX)
+			if (nl - p >= FIELD_LINE_MAX || !colon || colon[-1] <= ' ')
 				return fail(r), NULL;
-			if (cls != C_OTHER && !(s->flags & F_TRAILER)) {
-				s->field = match_name(p, (size_t)(colon - p), cls, r->req);
-				if (s->field && (!value_begin(r) || !value_line(r, colon + 1, nl)))
-					return fail(r), NULL;
-			}
+			fields++;
+			if (cls && class_len[cls] == colon - p && !field_line(r, p, colon, nl, cls))
+				return fail(r), NULL;
 			p = nl + 1;
 		}
+		if (fields > FIELDS_MAX)
+			return fail(r), NULL;
 		s->n_headers = (uint16_t)fields;
 		if (p == e)
 			return p;
+		if (p[0] == '\r' && e - p >= 2 && p[1] == '\n')
+			return section_done(r) ? p + 2 : NULL;
 	}
 	return parse_field(r, p, e);
 }
@@ -1015,7 +1131,7 @@ static void chunk_line_done(struct nl_h1_half *s)
 	s->state = S_FIELD;
 }
 
-static const uint8_t *parse_chunk_size(const struct run *r, const uint8_t *p, const uint8_t *e)
+NOINLINE static const uint8_t *parse_chunk_size(const struct run *r, const uint8_t *p, const uint8_t *e)
 {
 	struct nl_h1_half *s = r->s;
 	const uint8_t *q = p;
@@ -1055,7 +1171,7 @@ static const uint8_t *parse_chunk_size(const struct run *r, const uint8_t *p, co
 }
 
 /* Chunk extensions are not looked at. */
-static const uint8_t *parse_chunk_ext(const struct run *r, const uint8_t *p, const uint8_t *e)
+NOINLINE static const uint8_t *parse_chunk_ext(const struct run *r, const uint8_t *p, const uint8_t *e)
 {
 	struct nl_h1_half *s = r->s;
 	const uint8_t *nl = memchr(p, '\n', (size_t)(e - p));
@@ -1067,7 +1183,7 @@ static const uint8_t *parse_chunk_ext(const struct run *r, const uint8_t *p, con
 	return q;
 }
 
-static const uint8_t *parse_chunk_end(const struct run *r, const uint8_t *p)
+NOINLINE static const uint8_t *parse_chunk_end(const struct run *r, const uint8_t *p)
 {
 	struct nl_h1_half *s = r->s;
 	uint8_t b = *p;
@@ -1110,7 +1226,10 @@ static const uint8_t *parse_idle(const struct run *r, const uint8_t *p, const ui
 	if (r->req) {
 		if ((unsigned)(b - 'A') >= 26u)
 			return fail(r), NULL;
-		return request_begin(r) ? parse_method(r, p, e) : NULL;
+		if (!request_begin(r))
+			return NULL;
+		const uint8_t *q = request_line(r, p, e);
+		return q == p ? parse_method(r, p, e) : q ? parse_fields(r, q, e) : NULL;
 	}
 	if (b != 'H')
 		return fail(r), NULL;
@@ -1250,8 +1369,10 @@ bool nl_h1_feed_opaque(struct nl_h1 *h, enum nl_h1_dir dir, size_t n, nl_h1_sink
 		s->body_size += n;
 		return true;
 	}
-	if ((s->state != S_BODY && s->state != S_CHUNK_DATA) || n > s->remaining)
+	if ((s->state != S_BODY && s->state != S_CHUNK_DATA) || n > s->remaining) {
+		s->flags |= F_HTTP;     /* unseen bytes are no sign of another protocol: ERROR */
 		return fail(&r);
+	}
 	s->remaining -= n;
 	s->body_size += n;
 	if (!s->remaining) {

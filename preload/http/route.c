@@ -249,16 +249,33 @@ __attribute__((noinline)) static size_t segment_end(const char *p, size_t pos, s
 
 /* The end of the segment at pos (as segment_end), adding its bytes'
  * byte_counts to *counts. Four bytes a round while they last, their sum
- * tested for an end once: this is most of the cost of an unmatched path. */
+ * tested for an end once: this is most of the cost of an unmatched path. A
+ * path's segments are short, so which of the four is the end is found from
+ * the values already loaded. */
 static inline size_t scan_segment(const char *p, size_t pos, size_t len, uint64_t *counts)
 {
 	const unsigned char *u = (const unsigned char *)p;
 	uint64_t sum = 0;
 	for (; len - pos >= 4; pos += 4) {
-		uint64_t r = byte_counts[u[pos]] + byte_counts[u[pos + 1]] + byte_counts[u[pos + 2]] +
-			     byte_counts[u[pos + 3]];
-		if (r & M_END)
-			break;
+		uint64_t c0 = byte_counts[u[pos]], c1 = byte_counts[u[pos + 1]];
+		uint64_t c2 = byte_counts[u[pos + 2]], c3 = byte_counts[u[pos + 3]];
+		uint64_t r = c0 + c1 + c2 + c3;
+		if (r & M_END) {
+			if (!(c0 & M_END)) {
+				sum += c0;
+				pos++;
+				if (!(c1 & M_END)) {
+					sum += c1;
+					pos++;
+					if (!(c2 & M_END)) {
+						sum += c2;
+						pos++;
+					}
+				}
+			}
+			*counts = sum;
+			return pos;
+		}
 		sum += r;
 	}
 	for (; pos < len; pos++) {

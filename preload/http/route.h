@@ -10,7 +10,8 @@
  * (In these comments "/\*" is a slash and a star, which a C comment cannot
  * hold as such.)
  *
- * Templates are matched against the path with the query removed:
+ * Templates are matched against the path, without the query (from '?') or a
+ * fragment (from '#', which clients should not send):
  *
  *   literal     matches that segment exactly (bytes as sent: no decoding)
  *   {name}      matches exactly one non-empty segment
@@ -70,7 +71,8 @@ enum nl_route_unmatched {
 	 *   - it has a byte other than A-Z a-z 0-9 - . _ ~ (percent-encoded
 	 *     text, '@', ':', '+', '=', ',', braces, non-ASCII, controls);
 	 *   - it is 32 characters or longer;
-	 *   - it is a UUID: 8-4-4-4-12 hex digits, either case;
+	 *   - it is a UUID: 8-4-4-4-12 hex digits, either case (36 characters,
+ *     so the rule above);
 	 *   - it has a digit and no letter ("42", "2024-01-31", "1.2.3",
 	 *     "10.0.0.1");
 	 *   - it has a letter and a digit, and 4 digits or more, or 16

@@ -21,6 +21,7 @@
 #include "connmetrics.h"
 #include "dest.h"
 #include "export.h"
+#include "httpmetrics.h"
 #include "log.h"
 #include "memsampler.h"
 #include "real.h"
@@ -87,7 +88,7 @@ static void register_exit_flush(void)
 /* Takes a snapshot and sends it; returns false when data should be resent.
  * No new attempt starts after retry_until_ns: a later export carries fresher
  * cumulative values than a retry of this one would. */
-static bool export_once(uint64_t deadline_ns, uint64_t retry_until_ns)
+static bool export_once(uint64_t deadline_ns, uint64_t retry_until_ns, bool final)
 {
 	struct nl_snapshot *snap = nl_snapshot_take(cfg.delta_counters, cfg.delta_histograms, start_unix_ns,
 						    nl_realtime_ns());
@@ -126,6 +127,8 @@ static bool export_once(uint64_t deadline_ns, uint64_t retry_until_ns)
 				if (!atomic_exchange(&registered, true))
 					register_exit_flush();
 			}
+			if (transport)
+				nl_transport_set_final(transport, final);
 			if (transport && nl_otlp_encode(snap, &body, &len) == 0) {
 				enum nl_send_result r =
 					nl_transport_send(transport, body, len, deadline_ns, retry_until_ns, &abort_send);
@@ -186,7 +189,7 @@ static void *exporter_main(void *arg)
 				next_sample = now + sample_ns;
 		}
 		if (now >= next_export) {
-			export_once(export_deadline(), now + interval_ns);
+			export_once(export_deadline(), now + interval_ns, false);
 			next_export = nl_monotonic_ns() + interval_ns;
 		}
 		pthread_mutex_lock(&lock);
@@ -250,7 +253,7 @@ static void export_quietly(uint64_t deadline)
 	pthread_sigmask(SIG_BLOCK, &pipe_set, &old);
 	sigpending(&pending);
 	bool was_pending = sigismember(&pending, SIGPIPE);
-	export_once(deadline, 0);
+	export_once(deadline, 0, true);   /* the last chance: what fails is lost */
 	if (!was_pending) {
 		struct timespec zero = { 0, 0 };
 		while (sigtimedwait(&pipe_set, NULL, &zero) == SIGPIPE)
@@ -320,6 +323,7 @@ static void atfork_child(void)
 	 * instance id, no exporter thread (started again on first use), and not the
 	 * parent's transport, whose connection the parent keeps using. */
 	nl_registry_atfork_child();
+	nl_log_atfork_child();   /* another process of the tree: quiet by default */
 	pthread_mutex_init(&lock, NULL);
 	pthread_condattr_t ca;
 	pthread_condattr_init(&ca);
@@ -339,6 +343,21 @@ static void atfork_child(void)
 
 /* ---- load and unload ---------------------------------------------------- */
 
+/* Tells descendants that a shim ancestor runs (config.h, NL_ENV_OUTERMOST):
+ * they are not the outermost process and keep quiet by default. Called from
+ * the constructor, before main and before any thread of the shim, where
+ * changing the environment is as safe as it gets; after the memory sampler,
+ * which reads the inherited value and may replace it. */
+static void mark_tree(void)
+{
+	const char *outer = getenv(NL_ENV_OUTERMOST);
+	if (outer && *outer)
+		return;
+	char pid[24];
+	snprintf(pid, sizeof pid, "%d", (int)getpid());
+	setenv(NL_ENV_OUTERMOST, pid, 1);
+}
+
 bool nl_runtime_load(void)
 {
 	nl_real_init();
@@ -357,8 +376,10 @@ bool nl_runtime_load(void)
 	nl_registry_set_cardinality_limit(cfg.cardinality_limit);
 	nl_dest_configure(cfg.destinations);
 	nl_connmetrics_init();
+	nl_httpmetrics_init(&cfg);
 	nl_resource_build(&resource, &cfg);
 	nl_memsampler_init(&cfg);
+	mark_tree();
 	pthread_atfork(atfork_prepare, atfork_parent, atfork_child);
 	nl_runtime_set_starter(start_on_first_record);
 	atomic_store(&nl_recording, true);

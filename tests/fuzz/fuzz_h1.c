@@ -5,7 +5,8 @@
  * SEP and the response stream (no SEP: all request). The connection is run
  * three times: each direction whole; each in pieces the seed chooses (the
  * events must be the same as whole); the two directions interleaved piece by
- * piece (events may differ, the invariants must hold). */
+ * piece, some pieces fed as unseen (nl_h1_feed_opaque): events may differ,
+ * the invariants must hold. */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE     /* memmem */
 #endif
@@ -151,7 +152,17 @@ static void finish(struct nl_h1 *h, struct check *c)
 	need(!nl_h1_active(h));
 }
 
-/* whole: each direction in one call; else pieces, interleaved or not. */
+/* Bytes fed as moved unseen (sendfile): what they count as must stay within
+ * what was fed too. */
+static void feed_opaque(struct nl_h1 *h, struct check *c, enum nl_h1_dir dir, size_t n)
+{
+	c->fed[dir] += n;
+	bool more = nl_h1_feed_opaque(h, dir, n, sink, c);
+	need(more == nl_h1_active(h));
+}
+
+/* whole: each direction in one call; else pieces, interleaved (and now and
+ * then unseen) or not. */
 static void run(struct check *c, const uint8_t *req, size_t rn, const uint8_t *resp, size_t sn, uint8_t seed,
 		int how)
 {
@@ -173,11 +184,20 @@ static void run(struct check *c, const uint8_t *req, size_t rn, const uint8_t *r
 		size_t ra = 0, sa = 0;
 		while (ra < rn || sa < sn) {
 			size_t k;
+			bool unseen = (rnd(&s) & 15) == 0;
 			if (sa == sn || (ra < rn && rnd(&s) & 1)) {
-				feed(&h, c, NL_H1_REQUEST, req + ra, k = piece(&s, rn - ra));
+				k = piece(&s, rn - ra);
+				if (unseen)
+					feed_opaque(&h, c, NL_H1_REQUEST, k);
+				else
+					feed(&h, c, NL_H1_REQUEST, req + ra, k);
 				ra += k;
 			} else {
-				feed(&h, c, NL_H1_RESPONSE, resp + sa, k = piece(&s, sn - sa));
+				k = piece(&s, sn - sa);
+				if (unseen)
+					feed_opaque(&h, c, NL_H1_RESPONSE, k);
+				else
+					feed(&h, c, NL_H1_RESPONSE, resp + sa, k);
 				sa += k;
 			}
 		}

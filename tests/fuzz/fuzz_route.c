@@ -43,8 +43,33 @@ static bool templated(const char *name, size_t len)
 	return true;
 }
 
+/* A whole origin-form target against the capture of its first cut bytes:
+ * once the query is in, the cut changes nothing; and a template the cut
+ * target was given (a name not ending in "/\*" is never a cut-off route) is
+ * the whole target's too, for a template decides a cut target only when the
+ * rest cannot change the answer. */
+static void check_cut(const char *target, size_t len, size_t cut)
+{
+	int whole = nl_route_lookup(target, len, false);
+	int part = nl_route_lookup(target, cut, true);
+	if (memchr(target, '?', cut) || memchr(target, '#', cut)) {
+		if (part != whole)
+			abort();
+		return;
+	}
+	if (part < 0 || (unsigned)part >= nl_route_template_count())
+		return;
+	const char *name = nl_route_name(part);
+	if (!ends_wild(name, strlen(name)) && part != whole)
+		abort();
+}
+
 static void check(const char *target, size_t len, bool truncated, enum nl_route_unmatched mode, bool patterns)
 {
+	if (!truncated && len > 1 && target[0] == '/') {
+		check_cut(target, len, len / 2);
+		check_cut(target, len, len - 1);
+	}
 	int id = nl_route_lookup(target, len, truncated);
 	if (id == NL_ROUTE_NONE || id == NL_ROUTE_OVERFLOW) {
 		if (nl_route_lookup(target, len, truncated) != id)

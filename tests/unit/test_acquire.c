@@ -364,7 +364,7 @@ static void expect_state(int fd, uint32_t state)
 /* How many acquisitions are pending, counted by the fd table itself. */
 static void expect_pending(unsigned n)
 {
-	unsigned now = atomic_load(&nl_fd_connecting);
+	unsigned now = atomic_load(&nl_fd_watching);
 	cr_assert_eq(now - base_connecting, n, "%u acquisitions pending, want %u", now - base_connecting, n);
 }
 
@@ -383,7 +383,7 @@ static void setup(void)
 		reset_fake(fd);
 	}
 	next_socket = -1;
-	base_connecting = atomic_load(&nl_fd_connecting);
+	base_connecting = atomic_load(&nl_fd_watching);
 	base_svc = read_counts("svc");
 	base_ext = read_counts("external");
 }

@@ -5,12 +5,15 @@
  * silenced in the suite init, except where a test counts them on a captured
  * stderr. */
 #include <criterion/criterion.h>
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "config.h"
+#include "route.h"
 #include "log.h"
 
 /* ---- the fake environment ----------------------------------------------- */
@@ -105,6 +108,15 @@ static const char *const ALL_VARS[] = {
 	"NEMO_GYM_OTEL_MEMORY_PROFILING_INTERVAL_SECONDS",
 	"NEMOLENS_MEMORY_SAMPLE_INTERVAL_MS",
 	"NEMOLENS_CARDINALITY_LIMIT",
+	"NEMOLENS_HTTP",
+	"NEMOLENS_HTTP_ROUTES",
+	"NEMOLENS_HTTP_ROUTE_UNMATCHED",
+	"NEMOLENS_HTTP_ROUTE_LIMIT",
+	"OTEL_SEMCONV_STABILITY_OPT_IN",
+	"OTEL_INSTRUMENTATION_HTTP_KNOWN_METHODS",
+	"NEMOLENS_GYM_ENDPOINTS",
+	"NEMOLENS_GYM_ROLLOUT_ROUTE",
+	"NEMOLENS_GYM_VERIFY_ROUTE",
 	"OTEL_RESOURCE_ATTRIBUTES",
 	"OTEL_SERVICE_NAME",
 	"NEMOLENS_DESTINATIONS",
@@ -112,6 +124,8 @@ static const char *const ALL_VARS[] = {
 	"NEMOLENS_SERVER_NAME",
 	"NEMOLENS_SERVER_TYPE",
 	"NEMOLENS_LOG_LEVEL",
+	"NEMOLENS_LOG_PATH",
+	"NEMOLENS_OUTERMOST_PID",
 };
 #define N_ALL_VARS (sizeof ALL_VARS / sizeof *ALL_VARS)
 
@@ -164,6 +178,8 @@ static void capture_begin(void)
 	cr_assert_geq(saved_stderr, 0);
 	cr_assert_geq(dup2(fileno(capture_file), STDERR_FILENO), 0);
 	nl_log_init();   /* the capture file is stderr now (see log.h) */
+	/* Not a terminal: by default nothing would be written to it. */
+	nl_log_set_output(NL_LOG_TO_STDERR, NULL);
 }
 
 /* Restores stderr and returns what was written to it (malloc'd). */
@@ -240,6 +256,43 @@ Test(config, reads_exactly_the_documented_variables)
 			read |= strcmp(queried[i], ALL_VARS[k]) == 0;
 		cr_assert(read, "%s is never read", ALL_VARS[k]);
 	}
+}
+
+Test(config, http_defaults_and_values)
+{
+	struct nl_config c;
+	load(&c);
+	cr_assert(c.http_server && c.http_client, "the HTTP layer is on by default, both sides");
+	cr_assert_eq(c.http_route_unmatched, NL_ROUTE_TEMPLATE);
+	cr_assert_eq(c.http_route_cap, 256);
+	cr_assert_not(c.http_semconv_dup);
+	cr_assert(c.gym_endpoints);
+	cr_assert_str_eq(c.gym_rollout_route, "/run");
+	cr_assert_str_eq(c.gym_verify_route, "/verify");
+	nl_config_free(&c);
+
+	env_set("NEMOLENS_HTTP", "server");
+	env_set("NEMOLENS_HTTP_ROUTE_UNMATCHED", "path");
+	env_set("OTEL_SEMCONV_STABILITY_OPT_IN", "database, http/dup");
+	env_set("NEMOLENS_GYM_ENDPOINTS", "false");
+	env_set("NEMOLENS_GYM_VERIFY_ROUTE", "/check");
+	load(&c);
+	cr_assert(c.http_server);
+	cr_assert_not(c.http_client);
+	cr_assert_eq(c.http_route_unmatched, NL_ROUTE_PATH);
+	cr_assert(c.http_semconv_dup);
+	cr_assert_not(c.gym_endpoints);
+	cr_assert_str_eq(c.gym_verify_route, "/check");
+	nl_config_free(&c);
+
+	env_set("NEMOLENS_HTTP", "sometimes");
+	env_set("NEMOLENS_HTTP_ROUTE_UNMATCHED", "regex");
+	env_set("OTEL_SEMCONV_STABILITY_OPT_IN", "http");
+	load(&c);
+	cr_assert(c.http_server && c.http_client, "an invalid NEMOLENS_HTTP keeps the default");
+	cr_assert_eq(c.http_route_unmatched, NL_ROUTE_TEMPLATE);
+	cr_assert_not(c.http_semconv_dup, "only http/dup adds the old names");
+	nl_config_free(&c);
 }
 
 Test(config, free_clears_the_struct)
@@ -1067,6 +1120,183 @@ Test(config, valid_values_do_not_warn)
 	cr_assert_eq(count_lines_starting(out, "nemolens: "), 0, "stderr was:\n%s", out);
 	free(out);
 	nl_config_free(&c);
+}
+
+/* ---- where warnings go ------------------------------------------------------ */
+
+Test(config, log_path)
+{
+	struct nl_config c;
+	load(&c);
+	cr_assert_null(c.log_path);
+	cr_assert_eq(nl_log_get_output(), NL_LOG_TO_TERMINAL);
+	nl_config_free(&c);
+
+	env_set("NEMOLENS_LOG_PATH", "stderr");
+	load(&c);
+	cr_assert_str_eq(c.log_path, "stderr");
+	cr_assert_eq(nl_log_get_output(), NL_LOG_TO_STDERR);
+	nl_config_free(&c);
+
+	env_set("NEMOLENS_LOG_PATH", "/var/log/nemolens.log");
+	load(&c);
+	cr_assert_str_eq(c.log_path, "/var/log/nemolens.log");
+	cr_assert_eq(nl_log_get_output(), NL_LOG_TO_FILE);
+	nl_config_free(&c);
+
+	/* Invalid: one warning, and the output stays as it was. */
+	static const char *const bad[] = { "relative.log", "STDERR", "./x", "~/x" };
+	for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+		nl_log_set_output(NL_LOG_TO_TERMINAL, NULL);
+		env_set("NEMOLENS_LOG_PATH", bad[i]);
+		load(&c);
+		cr_assert_null(c.log_path, "%s", bad[i]);
+		cr_assert_eq(nl_log_get_output(), NL_LOG_TO_TERMINAL, "%s", bad[i]);
+		nl_config_free(&c);
+	}
+	char *long_path = malloc(8192);
+	cr_assert_not_null(long_path);
+	memset(long_path, 'a', 8191);
+	long_path[0] = '/';
+	long_path[8191] = 0;
+	env_set("NEMOLENS_LOG_PATH", long_path);
+	load(&c);
+	cr_assert_null(c.log_path);
+	cr_assert_eq(nl_log_get_output(), NL_LOG_TO_TERMINAL);
+	nl_config_free(&c);
+	free(long_path);
+}
+
+Test(config, outermost_from_the_inherited_marker)
+{
+	struct nl_config c;
+	load(&c);
+	cr_assert(c.outermost, "no shim ancestor");
+	nl_config_free(&c);
+
+	char mine[24];
+	snprintf(mine, sizeof mine, "%d", (int)getpid());
+	env_set("NEMOLENS_OUTERMOST_PID", mine);
+	load(&c);
+	cr_assert(c.outermost, "the marker is this process's own (it exec'd)");
+	nl_config_free(&c);
+
+	static const char *const other[] = { "1", "999999999", "12x", "-3" };
+	for (size_t i = 0; i < sizeof other / sizeof *other; i++) {
+		env_set("NEMOLENS_OUTERMOST_PID", other[i]);
+		load(&c);
+		cr_assert_not(c.outermost, "%s", other[i]);
+		nl_config_free(&c);
+	}
+}
+
+/* By default only the outermost process writes, and only to a terminal: the
+ * capture file is neither. */
+Test(config, default_output_writes_nothing_to_a_file_or_pipe)
+{
+	nl_log_set_level(NL_LOG_WARN);
+	env_set("OTEL_METRIC_EXPORT_INTERVAL", "abc");
+	struct nl_config c;
+	capture_begin();
+	nl_log_set_output(NL_LOG_TO_TERMINAL, NULL);
+	load(&c);
+	char *out = capture_end();
+	cr_assert_str_eq(out, "");
+	free(out);
+	nl_config_free(&c);
+}
+
+static char *read_all(const char *path)
+{
+	FILE *f = fopen(path, "r");
+	if (!f)
+		return NULL;
+	char *buf = calloc(1, 65536);
+	cr_assert_not_null(buf);
+	size_t n = fread(buf, 1, 65535, f);
+	buf[n] = 0;
+	fclose(f);
+	return buf;
+}
+
+/* NEMOLENS_LOG_PATH applies to the warnings about the logging variables too,
+ * and lines carry the time, program name and pid. */
+Test(config, log_file_lines)
+{
+	char dir[] = "/tmp/nl-logtest.XXXXXX";
+	cr_assert_not_null(mkdtemp(dir));
+	char path[64];
+	snprintf(path, sizeof path, "%s/log", dir);
+	nl_log_set_level(NL_LOG_WARN);
+	env_set("NEMOLENS_LOG_PATH", path);
+	env_set("NEMOLENS_LOG_LEVEL", "verbose");
+	env_set("OTEL_METRIC_EXPORT_INTERVAL", "abc");
+	struct nl_config c;
+	load(&c);
+	nl_config_free(&c);
+	load(&c);   /* the same problems again: no new line */
+	nl_config_free(&c);
+	char *text = read_all(path);
+	cr_assert_not_null(text);
+	cr_assert_not_null(strstr(text, "ignoring NEMOLENS_LOG_LEVEL"), "%s", text);
+	cr_assert_not_null(strstr(text, "ignoring OTEL_METRIC_EXPORT_INTERVAL"), "%s", text);
+	int lines = 0;
+	for (char *line = text, *next; *line; line = next) {
+		next = strchr(line, '\n');
+		cr_assert_not_null(next, "unterminated line in:\n%s", text);
+		*next++ = 0;
+		int y, mo, d, h, mi, s, ms, pid, used = 0;
+		char prog[64];
+		cr_assert_eq(sscanf(line, "%4d-%2d-%2dT%2d:%2d:%2d.%3dZ %63[^[][%d] nemolens: %n", &y, &mo, &d, &h, &mi,
+				    &s, &ms, prog, &pid, &used),
+			     9, "%s", line);
+		cr_assert_gt(used, 0, "%s", line);
+		cr_assert(y >= 2024 && mo >= 1 && mo <= 12 && d >= 1 && d <= 31 && h < 24 && mi < 60 && s < 61, "%s",
+			  line);
+		cr_assert_str_eq(prog, program_invocation_short_name);
+		cr_assert_eq(pid, (int)getpid());
+		lines++;
+	}
+	cr_assert_eq(lines, 2);
+	struct stat st;
+	cr_assert_eq(stat(path, &st), 0);
+	cr_assert_eq(st.st_mode & 07777, 0600);
+	free(text);
+	unlink(path);
+	rmdir(dir);
+}
+
+/* A symlink at the path is refused: its target is not written, and nothing
+ * is written anywhere else either. */
+Test(config, log_file_symlink_refused)
+{
+	char dir[] = "/tmp/nl-logtest.XXXXXX";
+	cr_assert_not_null(mkdtemp(dir));
+	char path[64], target[64];
+	snprintf(path, sizeof path, "%s/log", dir);
+	snprintf(target, sizeof target, "%s/target", dir);
+	FILE *f = fopen(target, "w");
+	cr_assert_not_null(f);
+	fputs("original\n", f);
+	fclose(f);
+	cr_assert_eq(symlink(target, path), 0);
+	nl_log_set_level(NL_LOG_WARN);
+	env_set("NEMOLENS_LOG_PATH", path);
+	env_set("OTEL_METRIC_EXPORT_INTERVAL", "abc");
+	struct nl_config c;
+	capture_begin();
+	nl_log_set_output(NL_LOG_TO_TERMINAL, NULL);
+	load(&c);
+	char *out = capture_end();
+	nl_config_free(&c);
+	cr_assert_str_eq(out, "");
+	char *text = read_all(target);
+	cr_assert_str_eq(text, "original\n");
+	free(text);
+	free(out);
+	unlink(path);
+	unlink(target);
+	rmdir(dir);
 }
 
 /* ---- the parsers ------------------------------------------------------------ */

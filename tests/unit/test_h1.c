@@ -635,6 +635,73 @@ Test(h1, close)
 	CHECK("nothing at all", "", "", "");
 }
 
+/* ---- bytes the caller moved without seeing them (sendfile, splice) ------------------ */
+
+static void feed_opaque(size_t n)
+{
+	bool more = nl_h1_feed_opaque(&conn.h, NL_H1_RESPONSE, n, record, &conn.rec);
+	cr_assert_eq(more, nl_h1_active(&conn.h));
+}
+
+static void start(const char *req)
+{
+	nl_h1_init(&conn.h);
+	memset(&conn.rec, 0, sizeof conn.rec);
+	feed(&conn, NL_H1_REQUEST, req, strlen(req));
+}
+
+Test(h1, opaque)
+{
+	start("GET /f HTTP/1.1\r\n\r\n");
+	feed(&conn, NL_H1_RESPONSE, B("HTTP/1.1 200 OK\r\nContent-Length: 1024\r\n\r\n"));
+	feed_opaque(0);
+	feed_opaque(1000);
+	feed_opaque(24);
+	nl_h1_close(&conn.h, record, &conn.rec);
+	expect("BEGIN 0; LINE 0 GET /f 1; HEAD 0 -; REQEND 0 0; RESP 0 200 1; RESPEND 0 200 1024", "content-length");
+
+	start("GET /f HTTP/1.1\r\n\r\n");
+	feed(&conn, NL_H1_RESPONSE, B("HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n400\r\n"));
+	feed_opaque(1024);
+	feed(&conn, NL_H1_RESPONSE, B("\r\n0\r\n\r\n"));
+	nl_h1_close(&conn.h, record, &conn.rec);
+	expect("BEGIN 0; LINE 0 GET /f 1; HEAD 0 -; REQEND 0 0; RESP 0 200 1; RESPEND 0 200 1024", "chunk data");
+
+	start("GET /f HTTP/1.0\r\n\r\n");
+	feed(&conn, NL_H1_RESPONSE, B("HTTP/1.0 200 OK\r\n\r\nab"));
+	feed_opaque(5000);
+	nl_h1_close(&conn.h, record, &conn.rec);
+	expect("BEGIN 0; LINE 0 GET /f 0; HEAD 0 -; REQEND 0 0; RESP 0 200 0; RESPEND 0 200 5002", "close-delimited");
+
+	/* A client's upload. */
+	start("PUT /u HTTP/1.1\r\nContent-Length: 10\r\n\r\n");
+	cr_assert(nl_h1_feed_opaque(&conn.h, NL_H1_REQUEST, 10, record, &conn.rec));
+	expect("BEGIN 0; LINE 0 PUT /u 1; HEAD 0 -; REQEND 0 10", "request body");
+}
+
+Test(h1, opaque_outside_a_body)
+{
+	start("GET /f HTTP/1.1\r\n\r\n");
+	feed(&conn, NL_H1_RESPONSE, B("HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\n"));
+	feed_opaque(11);
+	nl_h1_close(&conn.h, record, &conn.rec);
+	expect("BEGIN 0; LINE 0 GET /f 1; HEAD 0 -; REQEND 0 0; RESP 0 200 1; ERROR", "past the body");
+
+	start("GET /f HTTP/1.1\r\n\r\n");
+	feed(&conn, NL_H1_RESPONSE, B("HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n4\r\n"));
+	feed_opaque(5);
+	expect("BEGIN 0; LINE 0 GET /f 1; HEAD 0 -; REQEND 0 0; RESP 0 200 1; ERROR", "past the chunk");
+
+	start("GET /f HTTP/1.1\r\n\r\n");
+	feed(&conn, NL_H1_RESPONSE, B("HTTP/1.1 200 OK\r\n"));
+	feed_opaque(20);
+	expect("BEGIN 0; LINE 0 GET /f 1; HEAD 0 -; REQEND 0 0; ERROR", "in the head");
+
+	start("GET /f HTTP/1.1\r\n\r\n");
+	feed_opaque(20);
+	expect("BEGIN 0; LINE 0 GET /f 1; HEAD 0 -; REQEND 0 0; ERROR", "before the response");
+}
+
 /* ---- several messages per call ---------------------------------------------------------- */
 
 /* Four requests and four responses of each framing in one call per direction. */

@@ -129,6 +129,23 @@ Test(route, configured_templates_first_match_wins)
 	cr_assert_eq(nl_route_template_count(), 14);
 }
 
+Test(route, long_fixed_prefixes)
+{
+	/* Targets of 9 bytes and more are first checked against the first 8
+	 * fixed bytes of each template. */
+	configure("/abcdefgh/*,/abcdefg/*,/ab/{x}/cd,/static/*", NL_ROUTE_TEMPLATE);
+	cr_assert_str_eq(route("/abcdefgh"), "/abcdefgh/*");
+	cr_assert_str_eq(route("/abcdefgh/ij"), "/abcdefgh/*");
+	cr_assert_str_eq(route("/abcdefg?x=1"), "/abcdefg/*");
+	cr_assert_str_eq(route("/abcdefg/hij"), "/abcdefg/*");
+	cr_assert_str_eq(route("/abcdefgx/y"), "/abcdefgx/y");
+	cr_assert_str_eq(route("/ab/zzzzzzzz/cd"), "/ab/{x}/cd");
+	cr_assert_str_eq(route("/ab/zzzzzzzz/ce"), "/ab/zzzzzzzz/ce");
+	cr_assert_str_eq(route("/static?v=123456"), "/static/*");
+	cr_assert_str_eq(route("/v1/responses?stream=true"), "/v1/responses");
+	cr_assert_str_eq(route("/v1/responsesX?a=1"), "/v1/responsesX");
+}
+
 Test(route, configured_templates_override_builtins)
 {
 	configure("/v1/{op},/ng-rollout/*", NL_ROUTE_TEMPLATE);

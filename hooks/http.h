@@ -1,0 +1,47 @@
+/* Following the HTTP/1.x bytes of a socket: the glue between the I/O hooks,
+ * the parser (h1.h) and the HTTP metrics (httpmetrics.h).
+ *
+ * A socket becomes a candidate when it is accepted (server side) or
+ * connected (client side); its first bytes in each direction then decide,
+ * and a socket found not to carry HTTP/1.x costs nothing more. The parser
+ * state of a followed socket (struct nl_httpconn, at most 256 bytes) lives
+ * in a table indexed by fd, mapped a chunk at a time on first use: no
+ * allocation in any hook.
+ *
+ * Server side, bytes read are the request stream and bytes written the
+ * response stream; client side, the other way round. Durations run from the
+ * call that carried a request's first byte to the one that carried its
+ * response's last (server: read to write; client: write to read).
+ */
+#ifndef NL_HTTP_H
+#define NL_HTTP_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+#include <sys/uio.h>
+
+#include "fdtable.h"
+
+/* Starts following fd (a socket just accepted or connected); dest is the
+ * destination index of a client socket. */
+void nl_http_watch(int fd, enum nl_fd_http side, int dest);
+
+/* After an I/O call on a followed fd moved n > 0 bytes; out: written. t0_ns
+ * is the time before a write (a client's request starts when its first
+ * byte is handed over, not when the call returns), 0 for reads. */
+void nl_http_bytes(struct nl_fd *e, int fd, int out, const void *buf, size_t n, uint64_t t0_ns)
+	__attribute__((cold));
+void nl_http_iov(struct nl_fd *e, int fd, int out, const struct iovec *iov, size_t iovcnt, size_t n,
+		 uint64_t t0_ns) __attribute__((cold));
+/* The time before a write on e, when it can start a client's request. */
+uint64_t nl_http_write_start(struct nl_fd *e);
+/* Bytes the program moved without the shim seeing them (sendfile, splice):
+ * they can only be a body. */
+void nl_http_opaque(struct nl_fd *e, int fd, int out, size_t n) __attribute__((cold));
+/* A read returned 0: the peer ended its stream, which ends the exchanges. */
+void nl_http_eof(struct nl_fd *e, int fd) __attribute__((cold));
+/* The fd is going away: settle its exchanges, stop following it. */
+void nl_http_release(int fd) __attribute__((cold));
+
+#endif

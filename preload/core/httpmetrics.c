@@ -1,0 +1,376 @@
+#include "httpmetrics.h"
+
+#include <stdatomic.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "dest.h"
+#include "instruments.h"
+#include "log.h"
+#include "registry.h"
+#include "route.h"
+#include "state.h"
+
+bool nl_http_server_on, nl_http_client_on;
+
+static bool semconv_dup;
+static bool gym_on;
+
+/* ---- methods ---------------------------------------------------------------- */
+
+#define METHOD_LEN 24
+static char methods[NL_HTTP_METHODS_MAX + 1][METHOD_LEN];
+static size_t method_len[NL_HTTP_METHODS_MAX + 1];
+static unsigned n_methods;
+static unsigned method_post = NL_HTTP_METHODS_MAX;   /* index of POST, for Gym's endpoints */
+
+static void add_method(const char *m, size_t n)
+{
+	if (n == 0 || n >= METHOD_LEN || n_methods >= NL_HTTP_METHODS_MAX)
+		return;
+	memcpy(methods[n_methods], m, n);
+	method_len[n_methods] = n;
+	if (n == 4 && memcmp(m, "POST", 4) == 0)
+		method_post = n_methods;
+	n_methods++;
+}
+
+/* The semantic conventions' known methods, or OTEL_INSTRUMENTATION_HTTP_KNOWN_METHODS
+ * (comma-separated, case-sensitive), which replaces them. */
+static void configure_methods(const char *known)
+{
+	static const char defaults[] = "CONNECT,DELETE,GET,HEAD,OPTIONS,PATCH,POST,PUT,TRACE,QUERY";
+	const char *p = known && *known ? known : defaults;
+	while (*p) {
+		size_t n = strcspn(p, ",");
+		const char *m = p;
+		size_t k = n;
+		while (k && *m == ' ')
+			m++, k--;
+		while (k && m[k - 1] == ' ')
+			k--;
+		add_method(m, k);
+		p += n;
+		if (*p == ',')
+			p++;
+	}
+	memcpy(methods[NL_HTTP_METHODS_MAX], "_OTHER", 7);
+	method_len[NL_HTTP_METHODS_MAX] = 6;
+}
+
+unsigned nl_http_method(const char *m, size_t n)
+{
+	for (unsigned i = 0; i < n_methods; i++)
+		if (method_len[i] == n && memcmp(methods[i], m, n) == 0)
+			return i;
+	return NL_HTTP_METHODS_MAX;
+}
+
+int nl_http_route(const char *target, size_t n, bool truncated) { return nl_route_lookup(target, n, truncated); }
+
+/* ---- hosts (client side: server.address) ------------------------------------ */
+
+#define HOSTS 256
+#define HOST_MAX 64
+struct host {
+	_Atomic uint32_t state;         /* 0 free, 1 being written, 2 ready */
+	uint32_t len;
+	char name[HOST_MAX];
+};
+static struct host hosts[HOSTS];
+
+static uint32_t hash_bytes(const char *s, size_t n)
+{
+	uint32_t h = 2166136261u;
+	for (size_t i = 0; i < n; i++)
+		h = (h ^ (unsigned char)s[i]) * 16777619u;
+	return h;
+}
+
+int nl_http_host(const char *host, size_t n, unsigned *port)
+{
+	*port = 0;
+	if (!host)
+		return -1;
+	/* host[:port], or [v6]:port */
+	size_t name_end = n;
+	const char *colon = NULL;
+	if (n && host[0] == '[') {
+		const char *rb = memchr(host, ']', n);
+		if (rb && (size_t)(rb - host) + 1 < n && rb[1] == ':')
+			colon = rb + 1;
+	} else {
+		colon = memchr(host, ':', n);
+	}
+	if (colon) {
+		name_end = (size_t)(colon - host);
+		unsigned p = 0;
+		for (const char *c = colon + 1; c < host + n && *c >= '0' && *c <= '9' && p <= 65535; c++)
+			p = p * 10 + (unsigned)(*c - '0');
+		*port = p <= 65535 ? p : 0;
+	}
+	if (name_end == 0 || name_end >= HOST_MAX)
+		return -1;
+	uint32_t h = hash_bytes(host, name_end);
+	for (unsigned probe = 0; probe < HOSTS; probe++) {
+		struct host *e = &hosts[(h + probe) % HOSTS];
+		uint32_t st = atomic_load_explicit(&e->state, memory_order_acquire);
+		if (st == 0) {
+			uint32_t expected = 0;
+			if (atomic_compare_exchange_strong(&e->state, &expected, 1)) {
+				for (size_t i = 0; i < name_end; i++)   /* host names are case-insensitive */
+					e->name[i] = (char)(host[i] >= 'A' && host[i] <= 'Z' ? host[i] + 32 : host[i]);
+				e->name[name_end] = 0;
+				e->len = (uint32_t)name_end;
+				atomic_store_explicit(&e->state, 2, memory_order_release);
+				return (int)(e - hosts);
+			}
+			st = expected;
+		}
+		if (st == 2 && e->len == name_end && strncasecmp(e->name, host, name_end) == 0)
+			return (int)(e - hosts);
+		/* st == 1: another thread is writing this slot; it may be the same
+		 * name, which then gets a second slot: harmless, same attribute. */
+	}
+	return -1;
+}
+
+/* ---- series by attribute combination ---------------------------------------- */
+
+/* A combination packed in 64 bits (never 0): side, method, status, version,
+ * error kind, route or host, port, destination. */
+#define CELLS 4096
+enum { S_DURATION, S_REQUEST_BODY, S_RESPONSE_BODY, S_DURATION_OLD, N_CELL_SERIES };
+struct cell {
+	_Atomic uint64_t key;
+	_Atomic(struct nl_series *) s[N_CELL_SERIES];
+	_Atomic bool ready;
+};
+static struct cell cells[CELLS];
+
+static struct nl_instrument *i_server, *i_active, *i_req_body, *i_resp_body, *i_client, *i_server_old;
+static struct nl_instrument *i_rollout, *i_verify, *i_success;
+static struct nl_series *s_active[NL_HTTP_METHODS_MAX + 1];
+static struct nl_series *s_rollout, *s_verify, *s_success;
+static int route_rollout = NL_ROUTE_NONE, route_verify = NL_ROUTE_NONE;
+static _Atomic uint64_t verify_all, verify_completed;
+static char status_text[1000][4];
+
+static const char *version_text(unsigned minor) { return minor ? "1.1" : "1.0"; }
+
+static uint64_t pack(bool client, const struct nl_http_exchange *x)
+{
+	uint64_t id = client ? (uint64_t)(x->host + 1) & 0x1ff : (uint64_t)(x->route + 2) & 0xffff;
+	return 1u | (uint64_t)client << 1 | (uint64_t)(x->method & 0xf) << 2 | (uint64_t)(x->status % 1000) << 6 |
+	       (uint64_t)(x->version_minor & 1) << 16 | id << 17 | (uint64_t)(x->port & 0xffff) << 33 |
+	       (uint64_t)((unsigned)x->dest & 0x1ff) << 49;
+}
+
+/* The attributes of a server exchange, stable name first, in the order the
+ * semantic conventions list them. Strings are the shim's own, never freed. */
+static size_t server_attrs(const struct nl_http_exchange *x, struct nl_attr *a)
+{
+	size_t n = 0;
+	a[n++] = NL_ATTR_S("http.request.method", methods[x->method]);
+	if (x->status)
+		a[n++] = NL_ATTR_I("http.response.status_code", x->status);
+	if (x->route >= 0)
+		a[n++] = NL_ATTR_S("http.route", nl_route_name(x->route));
+	a[n++] = NL_ATTR_S("url.scheme", "http");
+	a[n++] = NL_ATTR_S("network.protocol.version", version_text(x->version_minor));
+	if (!x->status)
+		a[n++] = NL_ATTR_S("error.type", "connection_closed");
+	else if (x->status >= 500)
+		a[n++] = NL_ATTR_S("error.type", status_text[x->status % 1000]);
+	return n;
+}
+
+static size_t server_attrs_old(const struct nl_http_exchange *x, struct nl_attr *a)
+{
+	size_t n = 0;
+	a[n++] = NL_ATTR_S("http.method", methods[x->method]);
+	if (x->status)
+		a[n++] = NL_ATTR_I("http.status_code", x->status);
+	if (x->route >= 0)
+		a[n++] = NL_ATTR_S("http.target", nl_route_name(x->route));
+	a[n++] = NL_ATTR_S("http.scheme", "http");
+	a[n++] = NL_ATTR_S("http.flavor", version_text(x->version_minor));
+	return n;
+}
+
+static size_t client_attrs(const struct nl_http_exchange *x, struct nl_attr *a)
+{
+	size_t n = 0;
+	a[n++] = NL_ATTR_S("http.request.method", methods[x->method]);
+	if (x->host >= 0)
+		a[n++] = NL_ATTR_S("server.address", hosts[x->host].name);
+	if (x->port)
+		a[n++] = NL_ATTR_I("server.port", x->port);
+	if (x->status)
+		a[n++] = NL_ATTR_I("http.response.status_code", x->status);
+	a[n++] = NL_ATTR_S("network.protocol.version", version_text(x->version_minor));
+	if (!x->status)
+		a[n++] = NL_ATTR_S("error.type", "connection_closed");
+	else if (x->status >= 500)
+		a[n++] = NL_ATTR_S("error.type", status_text[x->status % 1000]);
+	a[n++] = NL_ATTR_S("nemo.gym.http.destination.server.name", nl_dest_name(x->dest));
+	return n;
+}
+
+static void make_series(struct cell *c, bool client, const struct nl_http_exchange *x)
+{
+	struct nl_attr a[NL_MAX_ATTRS];
+	if (client) {
+		size_t n = client_attrs(x, a);
+		atomic_store(&c->s[S_DURATION], nl_series_add_static(i_client, a, n));
+	} else if (x->route == NL_ROUTE_OVERFLOW) {
+		/* Past the route cap everything shares the overflow series. */
+		atomic_store(&c->s[S_DURATION], nl_instrument_overflow(i_server));
+		atomic_store(&c->s[S_REQUEST_BODY], nl_instrument_overflow(i_req_body));
+		atomic_store(&c->s[S_RESPONSE_BODY], nl_instrument_overflow(i_resp_body));
+		atomic_store(&c->s[S_DURATION_OLD], nl_instrument_overflow(i_server_old));
+	} else {
+		size_t n = server_attrs(x, a);
+		atomic_store(&c->s[S_DURATION], nl_series_add_static(i_server, a, n));
+		atomic_store(&c->s[S_REQUEST_BODY], nl_series_add_static(i_req_body, a, n));
+		atomic_store(&c->s[S_RESPONSE_BODY], nl_series_add_static(i_resp_body, a, n));
+		if (semconv_dup) {
+			n = server_attrs_old(x, a);
+			atomic_store(&c->s[S_DURATION_OLD], nl_series_add_static(i_server_old, a, n));
+		}
+	}
+	atomic_store_explicit(&c->ready, true, memory_order_release);
+}
+
+/* The cell of a combination, made on first use; NULL when the table is full
+ * or another thread is still making it (the sample then goes to overflow). */
+static struct cell *cell_for(bool client, const struct nl_http_exchange *x)
+{
+	uint64_t key = pack(client, x);
+	uint64_t h = (key * 0x9E3779B97F4A7C15ull) >> 52;
+	for (unsigned probe = 0; probe < 64; probe++) {
+		struct cell *c = &cells[(h + probe) & (CELLS - 1)];
+		uint64_t k = atomic_load_explicit(&c->key, memory_order_acquire);
+		if (k == 0) {
+			uint64_t expected = 0;
+			if (atomic_compare_exchange_strong(&c->key, &expected, key)) {
+				make_series(c, client, x);
+				return c;
+			}
+			k = expected;
+		}
+		if (k == key)
+			return atomic_load_explicit(&c->ready, memory_order_acquire) ? c : NULL;
+	}
+	return NULL;
+}
+
+static struct nl_series *series_of(struct cell *c, int which, struct nl_instrument *inst)
+{
+	struct nl_series *s = c ? atomic_load_explicit(&c->s[which], memory_order_relaxed) : NULL;
+	return s ? s : nl_instrument_overflow(inst);
+}
+
+/* ---- recording ------------------------------------------------------------- */
+
+void nl_http_server_started(unsigned method)
+{
+	nl_runtime_kick();   /* a server that never connects has to start the exporter too */
+	if (s_active[method])
+		nl_updown_add(s_active[method], 1);
+}
+
+void nl_http_server_ended(unsigned method)
+{
+	if (s_active[method])
+		nl_updown_add(s_active[method], -1);
+}
+
+void nl_http_server_done(const struct nl_http_exchange *x)
+{
+	if (!i_server)
+		return;
+	struct cell *c = cell_for(false, x);
+	double s = (double)x->duration_ns / 1e9;
+	nl_hist_record(i_server, series_of(c, S_DURATION, i_server), s);
+	if (x->status) {
+		nl_hist_record(i_req_body, series_of(c, S_REQUEST_BODY, i_req_body), (double)x->request_body);
+		nl_hist_record(i_resp_body, series_of(c, S_RESPONSE_BODY, i_resp_body), (double)x->response_body);
+	}
+	if (semconv_dup)
+		nl_hist_record(i_server_old, series_of(c, S_DURATION_OLD, i_server_old), s * 1000);
+	if (!gym_on || x->method != method_post || x->route < 0)
+		return;
+	double ms = (double)x->duration_ns / 1e6;
+	if (x->route == route_rollout && s_rollout) {
+		nl_hist_record(i_rollout, s_rollout, ms);
+	} else if (x->route == route_verify && s_verify) {
+		nl_hist_record(i_verify, s_verify, ms);
+		uint64_t all = atomic_fetch_add(&verify_all, 1) + 1;
+		uint64_t done = x->status >= 200 && x->status < 300 ? atomic_fetch_add(&verify_completed, 1) + 1
+								      : atomic_load(&verify_completed);
+		if (s_success)
+			nl_gauge_set(s_success, (double)done / (double)all);
+	}
+}
+
+void nl_http_client_done(const struct nl_http_exchange *x)
+{
+	if (!i_client)
+		return;
+	nl_runtime_kick();
+	struct cell *c = cell_for(true, x);
+	nl_hist_record(i_client, series_of(c, S_DURATION, i_client), (double)x->duration_ns / 1e9);
+}
+
+/* ---- setup ------------------------------------------------------------------ */
+
+static void route_warning(const char *pattern, const char *why)
+{
+	nl_warn_once("env.NEMOLENS_HTTP_ROUTES", "NEMOLENS_HTTP_ROUTES: %s: %s; skipped", pattern, why);
+}
+
+void nl_httpmetrics_init(const struct nl_config *cfg)
+{
+	if (!cfg->http_server && !cfg->http_client)
+		return;
+	configure_methods(cfg->http_known_methods);
+	for (unsigned i = 0; i < 1000; i++)
+		snprintf(status_text[i], sizeof status_text[i], "%03u", i);
+	semconv_dup = cfg->http_semconv_dup;
+	nl_route_configure(cfg->http_routes, (enum nl_route_unmatched)cfg->http_route_unmatched,
+			   (unsigned)cfg->http_route_cap, route_warning);
+	/* Room for the series hooks create: every combination, three series each. */
+	nl_registry_reserve_static(CELLS * 3);
+	i_server = nl_inst(NL_I_HTTP_SERVER_DURATION);
+	i_active = nl_inst(NL_I_HTTP_SERVER_ACTIVE);
+	i_req_body = nl_inst(NL_I_HTTP_SERVER_REQUEST_BODY);
+	i_resp_body = nl_inst(NL_I_HTTP_SERVER_RESPONSE_BODY);
+	i_client = nl_inst(NL_I_HTTP_CLIENT_DURATION);
+	if (semconv_dup)
+		i_server_old = nl_inst(NL_I_HTTP_SERVER_DURATION_OLD);
+	if (!i_server || !i_active || !i_req_body || !i_resp_body || !i_client || (semconv_dup && !i_server_old)) {
+		i_server = i_client = NULL;
+		return;
+	}
+	for (unsigned m = 0; m <= NL_HTTP_METHODS_MAX; m++) {
+		if (m >= n_methods && m != NL_HTTP_METHODS_MAX)
+			continue;
+		struct nl_attr a[4] = { NL_ATTR_S("http.request.method", methods[m]), NL_ATTR_S("url.scheme", "http"),
+					NL_ATTR_S("http.method", methods[m]), NL_ATTR_S("http.scheme", "http") };
+		s_active[m] = nl_series_get(i_active, a, semconv_dup ? 4 : 2);
+	}
+	gym_on = cfg->gym_endpoints && cfg->http_server;
+	if (gym_on) {
+		route_rollout = nl_route_lookup(cfg->gym_rollout_route, strlen(cfg->gym_rollout_route), false);
+		route_verify = nl_route_lookup(cfg->gym_verify_route, strlen(cfg->gym_verify_route), false);
+		i_rollout = nl_inst(NL_I_GYM_ROLLOUT_MS);
+		i_verify = nl_inst(NL_I_GYM_VERIFY_MS);
+		i_success = nl_inst(NL_I_GYM_SUCCESS_RATE);
+		s_rollout = i_rollout ? nl_series_get(i_rollout, NULL, 0) : NULL;
+		s_verify = i_verify ? nl_series_get(i_verify, NULL, 0) : NULL;
+		s_success = i_success ? nl_series_get(i_success, NULL, 0) : NULL;
+	}
+	nl_http_server_on = cfg->http_server;
+	nl_http_client_on = cfg->http_client;
+}

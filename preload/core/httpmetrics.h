@@ -1,0 +1,56 @@
+/* The HTTP metrics (http.server.*, http.client.*, and NeMo Gym's endpoint
+ * metrics gym.rollout.* and gym.verify.* derived from the routes), recorded
+ * by the HTTP glue in hooks/ as the parser reports requests and responses.
+ *
+ * Every function here is lock-free, allocation-free and async-signal-safe:
+ * the instruments, the route table and the per-method series are made ahead
+ * of time by nl_httpmetrics_init; series for new (route, method, status, ...)
+ * combinations come from the registry's reserved room, found again through
+ * a fixed open-addressing table keyed by the combination.
+ */
+#ifndef NL_HTTPMETRICS_H
+#define NL_HTTPMETRICS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "config.h"
+
+#define NL_HTTP_METHODS_MAX 15          /* known methods; index NL_HTTP_METHODS_MAX is _OTHER */
+
+/* Which sides are parsed (false until init, and when NEMOLENS_HTTP says so). */
+extern bool nl_http_server_on, nl_http_client_on;
+
+void nl_httpmetrics_init(const struct nl_config *cfg);
+
+/* The method index of a request's method: a known method, else _OTHER. */
+unsigned nl_http_method(const char *m, size_t n);
+/* The route id of a request target (route.h: an id, NL_ROUTE_NONE or _OVERFLOW). */
+int nl_http_route(const char *target, size_t n, bool truncated);
+/* The id of a Host header's host part (port in *port, 0 when absent), or -1
+ * when the table of hosts is full. */
+int nl_http_host(const char *host, size_t n, unsigned *port);
+
+/* A request was read (server) and is now in flight / was answered or dropped. */
+void nl_http_server_started(unsigned method);
+void nl_http_server_ended(unsigned method);
+
+/* One finished exchange. status 0 means the connection ended before a
+ * complete response (error.type connection_closed). */
+struct nl_http_exchange {
+	unsigned method;
+	int route;              /* server: route id */
+	int host;               /* client: host id, -1 unknown */
+	unsigned port;          /* client: server.port */
+	int dest;               /* client: destination index (dest.h) */
+	unsigned status;
+	unsigned version_minor;
+	uint64_t duration_ns;
+	uint64_t request_body;
+	uint64_t response_body;
+};
+void nl_http_server_done(const struct nl_http_exchange *x);
+void nl_http_client_done(const struct nl_http_exchange *x);
+
+#endif

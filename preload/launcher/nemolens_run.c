@@ -1,0 +1,705 @@
+/* nemolens-run: starts a program with libnemolens_preload.so preloaded.
+ *
+ *   nemolens-run [options] [--] program [args...]
+ *
+ * The options only set the environment variables the shim reads (README.md,
+ * Configuration); the shim itself does all the work inside the program. This
+ * is a plain program: it interposes nothing, exports nothing, and links of
+ * the shim's code only the configuration parser and what that needs (for
+ * --print-config), never the hooks.
+ *
+ * Finding the shim: NEMOLENS_PRELOAD_PATH if set, else next to this
+ * executable (the build tree), else NL_RUN_LIB_RELATIVE from it (bin -> lib
+ * of an installed prefix, computed by CMake). Its absolute path goes first in
+ * the program's LD_PRELOAD, after any sanitizer runtime (which must stay
+ * first); other entries are kept in order, and any other entry naming a
+ * libnemolens_preload is dropped, so exactly one copy of the shim is loaded.
+ *
+ * Nested use: when nemolens-run itself starts with the shim in LD_PRELOAD (an
+ * instrumented parent started it), the shim is loaded into this process too.
+ * It then re-executes itself once, with the environment it was started with
+ * (/proc/self/environ: the shim's constructor may already have added its
+ * memory-profiling role variables, which must not reach the program) minus
+ * the shim in LD_PRELOAD. So the launcher is never a process of its own in
+ * the metrics, and the program's role is decided against the real parent.
+ *
+ * Signals: the program stays in nemolens-run's process group, so a terminal
+ * keeps treating the pair as one job (Ctrl-Z stops both, the program can read
+ * the terminal). INT, TERM, HUP, QUIT, USR1, USR2 and WINCH are blocked and
+ * taken with sigwaitinfo, together with SIGCHLD, so nothing runs in a handler
+ * and no exit status is lost. A signal sent by a process (si_code other than
+ * SI_KERNEL) is forwarded to the program's pid. One sent by the kernel to the
+ * terminal's foreground group (Ctrl-C, Ctrl-\, resize, hangup) has reached
+ * the program already and is not forwarded again, unless the program has
+ * left the group. A process that signals the whole group with kill(-pgid)
+ * reaches the program directly and again through nemolens-run: signal
+ * nemolens-run's pid to signal the program once.
+ *
+ * Exit status, as a shell's: the program's exit code, or 128 + the signal
+ * that killed it; 126 when the program cannot be executed, 127 when it is
+ * not found; 125 when nemolens-run fails itself (no shim, no fork), as env(1)
+ * and timeout(1) do; 2 for a usage error.
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <limits.h>
+#include <link.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "config.h"
+#include "log.h"
+
+#ifndef NL_VERSION
+#define NL_VERSION "unknown"
+#endif
+/* Where the shim is installed relative to this program's directory. */
+#ifndef NL_RUN_LIB_RELATIVE
+#define NL_RUN_LIB_RELATIVE "../lib"
+#endif
+
+#define SHIM_FILE "libnemolens_preload.so"
+#define SHIM_STEM "libnemolens_preload"
+
+/* Room for a reason naming up to two paths. */
+#define WHY_MAX (3 * PATH_MAX)
+
+#define EXIT_USAGE 2
+#define EXIT_LAUNCHER 125
+#define EXIT_CANNOT_EXEC 126
+#define EXIT_NOT_FOUND 127
+
+static const char *progname = "nemolens-run";
+
+/* Placeholder: after the program has ended, this will deliver whatever the
+ * program and its descendants left behind (metrics that processes killed
+ * before their exit export could not send). Nothing is left behind yet. */
+static void nl_deliver_leftovers(void) {}
+
+static void usage(void)
+{
+	printf(
+		"usage: %s [options] [--] program [args...]\n"
+		"Runs program with " SHIM_FILE " preloaded: connection (and optionally memory)\n"
+		"metrics of the program and its children are exported as OpenTelemetry metrics.\n"
+		"\n"
+		"options (each sets an environment variable for the program; --opt=value works too):\n"
+		"  --endpoint URL        OTEL_EXPORTER_OTLP_ENDPOINT, the collector's base URL\n"
+		"                        (/v1/metrics is appended); OTEL_EXPORTER_OTLP_METRICS_ENDPOINT\n"
+		"                        is removed so that this one is used\n"
+		"  --service-name NAME   OTEL_SERVICE_NAME\n"
+		"  --destinations RULES  NEMOLENS_DESTINATIONS, e.g. 'policy=host:8000,judge=10.0.3.0/24'\n"
+		"  --memory              NEMOLENS_MEMORY_PROFILING=true\n"
+		"  --console             OTEL_METRICS_EXPORTER=console (OTLP JSON lines on stderr,\n"
+		"                        or in NEMOLENS_CONSOLE_PATH)\n"
+		"  --print-config        print the configuration as the shim will read it, and its\n"
+		"                        warnings, then exit 0 without running anything\n"
+		"  -h, --help            this text\n"
+		"  --version             the version\n"
+		"Every other setting is an environment variable (README.md, Configuration).\n"
+		"\n"
+		"The shim is NEMOLENS_PRELOAD_PATH if set, else " SHIM_FILE " next to this\n"
+		"program, else in " NL_RUN_LIB_RELATIVE "/ relative to it. It is put first in the program's\n"
+		"LD_PRELOAD (after sanitizer runtimes); the other entries are kept.\n"
+		"\n"
+		"Signals INT, TERM, HUP, QUIT, USR1, USR2 and WINCH sent to %s are passed\n"
+		"to the program, except those the terminal sent to the whole foreground job,\n"
+		"which the program has received already.\n"
+		"\n"
+		"exit status: the program's exit code, or 128 + the number of the signal that\n"
+		"killed it; 126 program not executable, 127 program not found, 125 %s\n"
+		"itself failed (shim not found, cannot fork), 2 usage error.\n",
+		progname, progname, progname);
+}
+
+__attribute__((noreturn)) static void die_usage(const char *why)
+{
+	if (why)
+		fprintf(stderr, "%s: %s\n", progname, why);
+	fprintf(stderr, "usage: %s [options] [--] program [args...]\n(%s --help lists the options)\n",
+		progname, progname);
+	exit(EXIT_USAGE);
+}
+
+/* ---- LD_PRELOAD lists --------------------------------------------------- */
+
+/* The file name part of the n bytes at entry. */
+static const char *base_of(const char *entry, size_t n, size_t *len)
+{
+	const char *b = entry;
+	for (size_t i = 0; i < n; i++)
+		if (entry[i] == '/')
+			b = entry + i + 1;
+	*len = n - (size_t)(b - entry);
+	return b;
+}
+
+static bool has_prefix(const char *s, size_t n, const char *prefix)
+{
+	size_t p = strlen(prefix);
+	return n >= p && memcmp(s, prefix, p) == 0;
+}
+
+/* Any copy of the shim, however it is named in the list. */
+static bool is_shim(const char *entry, size_t n)
+{
+	size_t len;
+	const char *b = base_of(entry, n, &len);
+	return has_prefix(b, len, SHIM_STEM);
+}
+
+/* Sanitizer runtimes refuse to run unless they come first in the list. */
+static bool is_sanitizer_runtime(const char *entry, size_t n)
+{
+	static const char *const names[] = { "libasan", "libtsan", "libhwasan", "libubsan", "libclang_rt." };
+	size_t len;
+	const char *b = base_of(entry, n, &len);
+	for (size_t i = 0; i < sizeof names / sizeof *names; i++)
+		if (has_prefix(b, len, names[i]))
+			return true;
+	return false;
+}
+
+/* ld.so separates LD_PRELOAD entries by colons and by spaces. */
+#define SEPARATORS ": "
+
+static bool list_has_shim(const char *list)
+{
+	for (const char *p = list; p && *p;) {
+		p += strspn(p, SEPARATORS);
+		size_t n = strcspn(p, SEPARATORS);
+		if (n && is_shim(p, n))
+			return true;
+		p += n;
+	}
+	return false;
+}
+
+static void append(char *out, const char *s, size_t n)
+{
+	size_t used = strlen(out);
+	if (used)
+		out[used++] = ':';
+	memcpy(out + used, s, n);
+	out[used + n] = 0;
+}
+
+/* The new list: sanitizer runtimes of old, then shim (unless NULL), then the
+ * rest of old, every copy of the shim in old left out. malloc'd. */
+static char *preload_list(const char *shim, const char *old)
+{
+	if (!old)
+		old = "";
+	char *out = malloc(strlen(old) + (shim ? strlen(shim) : 0) + 2);
+	if (!out)
+		return NULL;
+	out[0] = 0;
+	for (int pass = 0; pass < 2; pass++) {
+		if (pass == 1 && shim)
+			append(out, shim, strlen(shim));
+		for (const char *p = old; *p;) {
+			p += strspn(p, SEPARATORS);
+			size_t n = strcspn(p, SEPARATORS);
+			if (n && !is_shim(p, n) && is_sanitizer_runtime(p, n) == (pass == 0))
+				append(out, p, n);
+			p += n;
+		}
+	}
+	return out;
+}
+
+/* ---- leaving the shim when started under it ----------------------------- */
+
+static int find_shim_object(struct dl_phdr_info *info, size_t size, void *data)
+{
+	(void)size;
+	(void)data;
+	const char *name = info->dlpi_name;
+	return name && *name && is_shim(name, strlen(name));
+}
+
+/* The whole of a /proc file (which stat reports as empty). malloc'd. */
+static char *read_proc_file(const char *path, size_t *len)
+{
+	FILE *f = fopen(path, "re");
+	if (!f)
+		return NULL;
+	size_t cap = 4096, n = 0;
+	char *buf = malloc(cap + 1);
+	while (buf) {
+		n += fread(buf + n, 1, cap - n, f);
+		if (n < cap)
+			break;
+		char *bigger = realloc(buf, cap * 2 + 1);
+		if (!bigger) {
+			free(buf);
+			buf = NULL;
+			break;
+		}
+		buf = bigger;
+		cap *= 2;
+	}
+	bool failed = ferror(f);
+	fclose(f);
+	if (!buf || failed) {
+		free(buf);
+		return NULL;
+	}
+	buf[n] = 0;
+	*len = n;
+	return buf;
+}
+
+/* Re-executes this program without the shim if it was loaded into it (see
+ * the top of the file). Returns only when there is nothing to do or the
+ * re-exec failed; the launcher then simply goes on under the shim. Since the
+ * new environment has no shim in LD_PRELOAD, this happens at most once. */
+static void leave_the_shim(char **argv)
+{
+	if (!list_has_shim(getenv("LD_PRELOAD")) || !dl_iterate_phdr(find_shim_object, NULL))
+		return;
+	size_t len;
+	char *env = read_proc_file("/proc/self/environ", &len);
+	if (!env)
+		return;
+	size_t count = 0;
+	for (size_t i = 0; i < len; i++)
+		count += env[i] == 0;
+	char **envp = calloc(count + 1, sizeof *envp);
+	char *preload = NULL;
+	bool seen = false, ok = envp != NULL;
+	size_t k = 0;
+	for (char *p = env; ok && p < env + len; p += strlen(p) + 1) {
+		if (strncmp(p, "LD_PRELOAD=", 11) != 0) {
+			envp[k++] = p;
+			continue;
+		}
+		if (seen)               /* a duplicate: getenv saw only the first */
+			continue;
+		seen = true;
+		preload = preload_list(NULL, p + 11);
+		if (preload && *preload) {      /* else nothing is left: the variable goes */
+			char *entry = malloc(strlen(preload) + 12);
+			if (entry)
+				envp[k++] = strcat(strcpy(entry, "LD_PRELOAD="), preload);
+			free(preload);
+			preload = entry;
+		}
+		ok = preload != NULL;
+	}
+	if (ok) {
+		envp[k] = NULL;
+		execve("/proc/self/exe", argv, envp);
+	}
+	fprintf(stderr, "%s: cannot re-execute without the shim (%s); running under it\n", progname,
+		strerror(errno));
+	free(preload);
+	free(envp);
+	free(env);
+}
+
+/* ---- finding the shim --------------------------------------------------- */
+
+/* Canonical absolute path of a regular file at path, or NULL (errno set). */
+static char *regular_file(const char *path)
+{
+	char *abs = realpath(path, NULL);
+	struct stat st;
+	if (!abs)
+		return NULL;
+	if (stat(abs, &st) != 0) {
+		free(abs);
+		return NULL;
+	}
+	if (!S_ISREG(st.st_mode)) {
+		free(abs);
+		errno = S_ISDIR(st.st_mode) ? EISDIR : EINVAL;
+		return NULL;
+	}
+	return abs;
+}
+
+/* The shim's absolute path, malloc'd, or NULL with the reason in why. */
+static char *find_shim(char *why, size_t why_len)
+{
+	const char *forced = getenv("NEMOLENS_PRELOAD_PATH");
+	char *found = NULL;
+	if (forced && *forced) {
+		if (!(found = regular_file(forced))) {
+			snprintf(why, why_len, "NEMOLENS_PRELOAD_PATH=%s: %s", forced, strerror(errno));
+			return NULL;
+		}
+	} else {
+		char exe[PATH_MAX];
+		ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+		if (n <= 0) {
+			snprintf(why, why_len, "cannot find %s: /proc/self/exe: %s", SHIM_FILE,
+				 n < 0 ? strerror(errno) : "empty");
+			return NULL;
+		}
+		exe[n] = 0;
+		char *slash = strrchr(exe, '/');
+		if (slash)
+			*slash = 0;
+		/* Build tree first: a build directory's launcher must not pick up
+		 * an older installed shim. */
+		static const char *const rel[] = { ".", NL_RUN_LIB_RELATIVE };
+		char path[PATH_MAX + 64];
+		for (size_t i = 0; i < sizeof rel / sizeof *rel && !found; i++) {
+			snprintf(path, sizeof path, "%s/%s/%s", exe, rel[i], SHIM_FILE);
+			found = regular_file(path);
+		}
+		if (!found) {
+			snprintf(why, why_len, "cannot find %s in %s or %s/%s (set NEMOLENS_PRELOAD_PATH)",
+				 SHIM_FILE, exe, exe, NL_RUN_LIB_RELATIVE);
+			return NULL;
+		}
+	}
+	if (strpbrk(found, SEPARATORS)) {
+		snprintf(why, why_len, "%s cannot be preloaded: LD_PRELOAD cannot hold a path with ':' or ' '",
+			 found);
+		free(found);
+		return NULL;
+	}
+	return found;
+}
+
+/* ---- --print-config ----------------------------------------------------- */
+
+/* value with control characters escaped, so that every setting stays on
+ * its line whatever the environment holds. */
+static void put_escaped(const char *value)
+{
+	for (const unsigned char *p = (const unsigned char *)value; *p; p++) {
+		if (*p == '\n')
+			fputs("\\n", stdout);
+		else if (*p < 0x20 || *p == 0x7f)
+			printf("\\x%02x", *p);
+		else
+			putchar(*p);
+	}
+}
+
+static void put(const char *name, const char *value)
+{
+	printf("%-26s = ", name);
+	put_escaped(value ? value : "(unset)");
+	putchar('\n');
+}
+
+static void put_bool(const char *name, bool v) { put(name, v ? "true" : "false"); }
+
+static void put_long(const char *name, long v)
+{
+	char buf[32];
+	snprintf(buf, sizeof buf, "%ld", v);
+	put(name, buf);
+}
+
+/* Header values are credentials (Authorization, API keys): names only. */
+static void put_list(const char *name, const struct nl_header *kv, size_t n, bool redact)
+{
+	printf("%-26s = ", name);
+	if (!n)
+		fputs("(none)", stdout);
+	for (size_t i = 0; i < n; i++) {
+		if (i)
+			fputs(", ", stdout);
+		put_escaped(kv[i].name);
+		putchar('=');
+		put_escaped(redact ? "<redacted>" : kv[i].value);
+	}
+	putchar('\n');
+}
+
+/* The endpoint with a password in its user info (http://user:pw@host/)
+ * redacted. */
+static void put_url(const char *name, const char *url)
+{
+	if (!url) {
+		put(name, NULL);
+		return;
+	}
+	const char *auth = strstr(url, "://");
+	auth = auth ? auth + 3 : url;
+	size_t auth_len = strcspn(auth, "/?#");
+	const char *at = memchr(auth, '@', auth_len);
+	const char *colon = at ? memchr(auth, ':', (size_t)(at - auth)) : NULL;
+	if (!colon) {
+		put(name, url);
+		return;
+	}
+	char *shown = malloc(strlen(url) + 16);
+	if (!shown) {
+		put(name, "(redacted)");
+		return;
+	}
+	sprintf(shown, "%.*s<redacted>%s", (int)(colon + 1 - url), url, at);
+	put(name, shown);
+	free(shown);
+}
+
+static const char *env_lookup(const char *name) { return getenv(name); }
+
+/* Everything but NEMOLENS_LOG_LEVEL, for re-reading with warnings on. */
+static const char *env_lookup_loud(const char *name)
+{
+	return strcmp(name, "NEMOLENS_LOG_LEVEL") == 0 ? NULL : getenv(name);
+}
+
+static int print_config(const char *program)
+{
+	static const char *const exporters[] = { "otlp", "console", "none" };
+	static const char *const levels[] = { "none", "error", "warn", "info", "debug" };
+	/* The program's name as the shim sees it (the default server name). */
+	const char *name = program ? strrchr(program, '/') : NULL;
+	name = name ? name + 1 : program;
+
+	struct nl_config cfg;
+	nl_log_init();
+	/* The warnings are the point here: on stderr, terminal or not. */
+	nl_log_set_output(NL_LOG_TO_STDERR, NULL);
+	nl_config_load(&cfg, env_lookup, name);
+	if (cfg.log_level < NL_LOG_WARN) {
+		/* NEMOLENS_LOG_LEVEL silenced the warnings, which are the point
+		 * here: read once more without it, at warn. Keys not printed the
+		 * first time are not marked as reported, so they print now. */
+		struct nl_config again;
+		nl_log_set_level(NL_LOG_WARN);
+		nl_config_load(&again, env_lookup_loud, name);
+		nl_config_free(&again);
+	}
+	fflush(stderr);
+
+	const char *temporality = !cfg.delta_histograms ? "cumulative"
+				  : cfg.delta_counters  ? "delta"
+							: "lowmemory";
+	put_bool("enabled", cfg.enabled);
+	put_bool("metrics_enabled", cfg.metrics_enabled);
+	put("exporter", exporters[cfg.exporter]);
+	put_url("endpoint", cfg.endpoint);
+	put_list("headers", cfg.headers, cfg.n_headers, true);
+	put("compression", cfg.gzip ? "gzip" : "none");
+	put("certificate", cfg.ca_file);
+	put("client_key", cfg.client_key);
+	put("client_certificate", cfg.client_cert);
+	put_long("export_interval_ms", cfg.export_interval_ms);
+	put_long("export_timeout_ms", cfg.export_timeout_ms);
+	put_long("otlp_timeout_ms", cfg.otlp_timeout_ms);
+	put_long("exit_timeout_ms", cfg.exit_timeout_ms);
+	put("temporality", temporality);
+	put("service_name", cfg.service_name);
+	put("server_name", cfg.server_name);
+	put("server_type", cfg.server_type);
+	put_list("resource_attributes", cfg.resource, cfg.n_resource, false);
+	put("destinations", cfg.destinations);
+	put_bool("memory_profiling", cfg.memory_profiling);
+	put_long("memory_sample_interval_ms", cfg.memory_interval_ms);
+	put_long("cardinality_limit", (long)cfg.cardinality_limit);
+	put("console_path", cfg.console_path ? cfg.console_path : "(stderr)");
+	put("log_level", levels[cfg.log_level]);
+	static const char *const unmatched[] = { "template", "path", "wildcard", "unset" };
+	put("http", cfg.http_server && cfg.http_client ? "true" : cfg.http_server ? "server"
+						     : cfg.http_client ? "client" : "false");
+	put("http_routes", cfg.http_routes);
+	put("http_route_unmatched", unmatched[cfg.http_route_unmatched & 3]);
+	put_long("http_route_limit", cfg.http_route_cap);
+	put_bool("http_semconv_dup", cfg.http_semconv_dup);
+	put("http_known_methods", cfg.http_known_methods);
+	put_bool("gym_endpoints", cfg.gym_endpoints);
+	put("gym_rollout_route", cfg.gym_rollout_route);
+	put("gym_verify_route", cfg.gym_verify_route);
+
+	char why[WHY_MAX];
+	char *shim = find_shim(why, sizeof why);
+	put("preload", shim ? shim : why);
+	if (shim) {
+		char *list = preload_list(shim, getenv("LD_PRELOAD"));
+		put("LD_PRELOAD", list);
+		free(list);
+	}
+	free(shim);
+	nl_config_free(&cfg);
+	return fflush(stdout) == 0 ? 0 : EXIT_LAUNCHER;
+}
+
+/* ---- running the program ------------------------------------------------ */
+
+static const int forwarded[] = { SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2, SIGWINCH };
+
+/* Reaps every child that has ended (orphans too, when this is pid 1 or a
+ * subreaper); true once the program's status is in *status. */
+static bool reap(pid_t child, int *status)
+{
+	bool done = false;
+	int st;
+	pid_t w;
+	while ((w = waitpid(-1, &st, WNOHANG)) > 0)
+		if (w == child) {
+			*status = st;
+			done = true;
+		}
+	if (w < 0 && errno == ECHILD && !done) {
+		/* Cannot happen with SIGCHLD at its default; never hang on it. */
+		fprintf(stderr, "%s: lost track of the program\n", progname);
+		*status = EXIT_LAUNCHER << 8;
+		done = true;
+	}
+	return done;
+}
+
+/* True when the terminal has delivered this signal to the program already:
+ * the kernel sent it to the foreground group, which the program is still in. */
+static bool program_has_it(const siginfo_t *si, pid_t child)
+{
+	return si->si_code == SI_KERNEL && getpgid(child) == getpgrp();
+}
+
+static int run(char **argv)
+{
+	sigset_t waited, saved_mask;
+	sigemptyset(&waited);
+	for (size_t i = 0; i < sizeof forwarded / sizeof *forwarded; i++)
+		sigaddset(&waited, forwarded[i]);
+	sigaddset(&waited, SIGCHLD);
+
+	/* An inherited SIG_IGN (or SA_NOCLDWAIT) for SIGCHLD would let the
+	 * kernel reap the program and take its status with it. */
+	struct sigaction dfl = { .sa_handler = SIG_DFL }, saved_chld;
+	sigemptyset(&dfl.sa_mask);
+	sigaction(SIGCHLD, &dfl, &saved_chld);
+	/* Blocked before the fork, so none arriving from now on is missed. */
+	sigprocmask(SIG_BLOCK, &waited, &saved_mask);
+
+	pid_t child = fork();
+	if (child < 0) {
+		fprintf(stderr, "%s: fork: %s\n", progname, strerror(errno));
+		return EXIT_LAUNCHER;
+	}
+	if (child == 0) {
+		/* The program gets what nemolens-run was given. */
+		sigaction(SIGCHLD, &saved_chld, NULL);
+		sigprocmask(SIG_SETMASK, &saved_mask, NULL);
+		execvp(argv[0], argv);
+		int err = errno;
+		fprintf(stderr, "%s: %s: %s\n", progname, argv[0], strerror(err));
+		_exit(err == ENOENT || err == ENOTDIR ? EXIT_NOT_FOUND : EXIT_CANNOT_EXEC);
+	}
+
+	int status = 0;
+	for (;;) {
+		siginfo_t si;
+		int sig = sigwaitinfo(&waited, &si);
+		if (sig < 0) {
+			if (errno == EINTR)
+				continue;
+			/* Not expected; fall back to waiting without forwarding. */
+			while (waitpid(child, &status, 0) < 0 && errno == EINTR)
+				;
+			break;
+		}
+		if (sig == SIGCHLD) {
+			if (reap(child, &status))
+				break;
+			continue;
+		}
+		if (!program_has_it(&si, child))
+			kill(child, sig);
+	}
+
+	nl_deliver_leftovers();
+	if (WIFSIGNALED(status))
+		return 128 + WTERMSIG(status);
+	return WIFEXITED(status) ? WEXITSTATUS(status) : EXIT_LAUNCHER;
+}
+
+/* ---- options ------------------------------------------------------------ */
+
+enum { OPT_ENDPOINT = 256, OPT_SERVICE, OPT_DEST, OPT_MEMORY, OPT_CONSOLE, OPT_PRINT, OPT_VERSION };
+
+static void set_env(const char *name, const char *value)
+{
+	if (setenv(name, value, 1) != 0) {
+		fprintf(stderr, "%s: setenv %s: %s\n", progname, name, strerror(errno));
+		exit(EXIT_LAUNCHER);
+	}
+}
+
+int main(int argc, char **argv)
+{
+	static const struct option options[] = {
+		{ "endpoint", required_argument, NULL, OPT_ENDPOINT },
+		{ "service-name", required_argument, NULL, OPT_SERVICE },
+		{ "destinations", required_argument, NULL, OPT_DEST },
+		{ "memory", no_argument, NULL, OPT_MEMORY },
+		{ "console", no_argument, NULL, OPT_CONSOLE },
+		{ "print-config", no_argument, NULL, OPT_PRINT },
+		{ "help", no_argument, NULL, 'h' },
+		{ "version", no_argument, NULL, OPT_VERSION },
+		{ NULL, 0, NULL, 0 },
+	};
+	leave_the_shim(argv);
+
+	bool print = false;
+	int c;
+	/* "+": options end at the program's name, whose own options follow. */
+	while ((c = getopt_long(argc, argv, "+h", options, NULL)) != -1) {
+		switch (c) {
+		case OPT_ENDPOINT:
+			set_env("OTEL_EXPORTER_OTLP_ENDPOINT", optarg);
+			/* It would win over the option otherwise. */
+			unsetenv("OTEL_EXPORTER_OTLP_METRICS_ENDPOINT");
+			break;
+		case OPT_SERVICE:
+			set_env("OTEL_SERVICE_NAME", optarg);
+			break;
+		case OPT_DEST:
+			set_env("NEMOLENS_DESTINATIONS", optarg);
+			break;
+		case OPT_MEMORY:
+			set_env("NEMOLENS_MEMORY_PROFILING", "true");
+			break;
+		case OPT_CONSOLE:
+			set_env("OTEL_METRICS_EXPORTER", "console");
+			break;
+		case OPT_PRINT:
+			print = true;
+			break;
+		case 'h':
+			usage();
+			return 0;
+		case OPT_VERSION:
+			printf("nemolens-run %s\n", NL_VERSION);
+			return 0;
+		default:                /* getopt has said what is wrong */
+			die_usage(NULL);
+		}
+	}
+	char **program = argv + optind;
+	if (print)
+		return print_config(*program);
+	if (!*program)
+		die_usage("no program given");
+
+	char why[WHY_MAX];
+	char *shim = find_shim(why, sizeof why);
+	if (!shim) {
+		fprintf(stderr, "%s: %s\n", progname, why);
+		return EXIT_LAUNCHER;
+	}
+	char *list = preload_list(shim, getenv("LD_PRELOAD"));
+	if (!list) {
+		fprintf(stderr, "%s: out of memory\n", progname);
+		return EXIT_LAUNCHER;
+	}
+	set_env("LD_PRELOAD", list);
+	free(list);
+	free(shim);
+	return run(program);
+}

@@ -1,0 +1,2 @@
+"""Test servers, clients and checks for the HTTP layer's integration tests
+(tests/integration/test_http_*.py). Nothing here is a test itself."""
