@@ -175,7 +175,8 @@ NOINLINE static const uint8_t *find_ctl(const struct run *r, const uint8_t *q, c
 	if (r->wide) {
 		while (q < lim) {
 			unsigned sh;
-			unsigned m = ctl_mask(run16(r, q, &sh)) >> sh;
+			__m128i v = run16(r, q, &sh);   /* sets sh: a statement of its own */
+			unsigned m = ctl_mask(v) >> sh;
 			size_t left = (size_t)(lim - q);
 			if (left < 16)
 				m &= (1u << left) - 1;
@@ -202,7 +203,8 @@ static const uint8_t *find_nl(const struct run *r, const uint8_t *q)
 	if (r->wide) {
 		while (q < r->end) {
 			unsigned sh;
-			unsigned m = eq_mask(run16(r, q, &sh), '\n') >> sh;
+			__m128i v = run16(r, q, &sh);   /* sets sh: a statement of its own */
+			unsigned m = eq_mask(v, '\n') >> sh;
 			if (m)
 				return q + __builtin_ctz(m);
 			q += 16 - sh;
