@@ -16,7 +16,26 @@
  * stream only: each reads the other's index with acquire and publishes its
  * own with release, so ring_kind[slot], and whatever a sink keeps per slot,
  * is handed over without a data race. A request is pending, and reported as
- * ABORTED at close, from its REQ_LINE until the end of its final response. */
+ * ABORTED at close, from its REQ_LINE until the end of its final response.
+ *
+ * Choices the RFC leaves open, or h1.h does not spell out:
+ * - A direction is NOT_HTTP for any fault before the end of its first start
+ *   line (request line: method, target and version checked; status line),
+ *   ERROR after. REQ_BEGIN comes at a request's first byte (an uppercase
+ *   letter), so a connection's first request may give REQ_BEGIN, NOT_HTTP.
+ * - NOT_HTTP and ERROR name slot 0. Once stopped (NOT_HTTP, ERROR, upgrade,
+ *   close), nothing more is reported, nl_h1_close included.
+ * - Empty lines before a start line are skipped in both directions.
+ * - A status line may end right after the code ("HTTP/1.1 200\r\n"); codes
+ *   100..999.
+ * - A field line needs a ':' with no byte <= SP before it; no other check of
+ *   names. Two Host fields, or a Host value with whitespace or controls
+ *   inside, are malformed; an empty Host is reported as "" (not NULL).
+ * - Content-Length may be a list of equal values, or repeat them; chunk
+ *   extensions and the reason phrase are skipped unread. Fields of the
+ *   trailer section are not looked into.
+ * - Caps: request line (method, SP, target, SP) 16 KiB; any other line
+ *   8 KiB with its CRLF; 256 field lines per section. */
 #include "h1.h"
 
 #include <string.h>
