@@ -41,7 +41,10 @@ static bool thread_running;             /* under lock */
 static bool stopping;                   /* under lock */
 static _Atomic bool abort_send;         /* makes an in-flight export give up */
 static _Atomic bool flushed_at_exit;
-static struct nl_transport *transport;  /* owned by whoever exports: thread, or exit flush */
+static struct nl_transport *transport;  /* the exporter thread's, then the exit flush's once it stopped */
+/* The exit flush's own when the thread would not stop in time: that thread
+ * may still be using `transport`, so the flush never touches it then. */
+static struct nl_transport *exit_transport;
 
 /* ---- one export --------------------------------------------------------- */
 
@@ -63,12 +66,12 @@ static void write_console(const char *line, size_t len)
 	if (buf) {
 		memcpy(buf, line, len);
 		buf[len] = '\n';
-		ssize_t w = NL_REAL(write)(fd, buf, len + 1);
+		ssize_t w = write(fd, buf, len + 1);
 		(void)w;
 		free(buf);
 	}
 	if (fd != STDERR_FILENO)
-		NL_REAL(close)(fd);
+		close(fd);
 }
 
 static void flush_at_exit(void);
@@ -88,7 +91,7 @@ static void register_exit_flush(void)
 /* Takes a snapshot and sends it; returns false when data should be resent.
  * No new attempt starts after retry_until_ns: a later export carries fresher
  * cumulative values than a retry of this one would. */
-static bool export_once(uint64_t deadline_ns, uint64_t retry_until_ns, bool final)
+static bool export_once(struct nl_transport **tp, uint64_t deadline_ns, uint64_t retry_until_ns, bool final)
 {
 	struct nl_snapshot *snap = nl_snapshot_take(cfg.delta_counters, cfg.delta_histograms, start_unix_ns,
 						    nl_realtime_ns());
@@ -110,7 +113,7 @@ static bool export_once(uint64_t deadline_ns, uint64_t retry_until_ns, bool fina
 		} else if (cfg.exporter == NL_EXPORTER_OTLP) {
 			uint8_t *body;
 			size_t len;
-			if (!transport) {
+			if (!*tp) {
 				struct nl_transport_config tc = {
 					.url = cfg.endpoint,
 					.headers = cfg.headers,
@@ -122,16 +125,16 @@ static bool export_once(uint64_t deadline_ns, uint64_t retry_until_ns, bool fina
 					.client_cert = cfg.client_cert,
 					.user_agent = user_agent,
 				};
-				transport = nl_transport_new(&tc);
+				*tp = nl_transport_new(&tc);
 				static _Atomic bool registered;
 				if (!atomic_exchange(&registered, true))
 					register_exit_flush();
 			}
-			if (transport)
-				nl_transport_set_final(transport, final);
-			if (transport && nl_otlp_encode(snap, &body, &len) == 0) {
+			if (*tp)
+				nl_transport_set_final(*tp, final);
+			if (*tp && nl_otlp_encode(snap, &body, &len) == 0) {
 				enum nl_send_result r =
-					nl_transport_send(transport, body, len, deadline_ns, retry_until_ns, &abort_send);
+					nl_transport_send(*tp, body, len, deadline_ns, retry_until_ns, &abort_send);
 				free(body);
 				/* Cumulative data catches up by itself at the next export; only
 				 * delta bases must wait for a success. */
@@ -189,7 +192,7 @@ static void *exporter_main(void *arg)
 				next_sample = now + sample_ns;
 		}
 		if (now >= next_export) {
-			export_once(export_deadline(), now + interval_ns, false);
+			export_once(&transport, export_deadline(), now + interval_ns, false);
 			next_export = nl_monotonic_ns() + interval_ns;
 		}
 		pthread_mutex_lock(&lock);
@@ -245,7 +248,7 @@ static void start_on_first_record(void)
  * mask: a write to a collector connection the peer has closed must not raise
  * a SIGPIPE there. It is blocked for the export, and one that the export
  * raised is taken off again before the mask is restored. */
-static void export_quietly(uint64_t deadline)
+static void export_quietly(struct nl_transport **tp, uint64_t deadline)
 {
 	sigset_t pipe_set, old, pending;
 	sigemptyset(&pipe_set);
@@ -253,7 +256,7 @@ static void export_quietly(uint64_t deadline)
 	pthread_sigmask(SIG_BLOCK, &pipe_set, &old);
 	sigpending(&pending);
 	bool was_pending = sigismember(&pending, SIGPIPE);
-	export_once(deadline, 0, true);   /* the last chance: what fails is lost */
+	export_once(tp, deadline, 0, true);   /* the last chance: what fails is lost */
 	if (!was_pending) {
 		struct timespec zero = { 0, 0 };
 		while (sigtimedwait(&pipe_set, NULL, &zero) == SIGPIPE)
@@ -294,13 +297,11 @@ static void flush_at_exit(void)
 	pthread_mutex_unlock(&lock);
 	atomic_store(&abort_send, false);
 
-	/* A thread that would not stop still owns its transport: use a new one. */
-	if (!joinable)
-		transport = NULL;
 	nl_memsampler_shutdown();
-	/* One attempt: retrying a collector that is down would only delay the exit. */
+	/* One attempt: retrying a collector that is down would only delay the
+	 * exit. A thread that would not stop still owns its transport. */
 	if (cfg.exporter != NL_EXPORTER_NONE)
-		export_quietly(deadline);
+		export_quietly(joinable ? &transport : &exit_transport, deadline);
 }
 
 /* ---- fork --------------------------------------------------------------- */
@@ -336,6 +337,7 @@ static void atfork_child(void)
 	atomic_store(&abort_send, false);
 	atomic_store(&flushed_at_exit, false);
 	transport = NULL;
+	exit_transport = NULL;
 	nl_memsampler_atfork_child();
 	start_unix_ns = nl_realtime_ns();
 	nl_resource_build(&resource, &cfg);
