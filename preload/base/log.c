@@ -132,7 +132,7 @@ static void write_file(const char *line, size_t len)
 		ssize_t w = nl_real_write(fd, line, len);
 		(void)w;
 	}
-	NL_REAL(close)(fd);
+	close(fd);
 }
 
 /* "<time> <program>[<pid>] " for lines in the shared file. */

@@ -47,6 +47,10 @@
  * the host) and, per member, stat + statm; per descendant that exec'd, its
  * environ (and its maps when the environment says it is another root).
  */
+/* The sampler runs on the shim's own thread (hooks bypassed) and uses the
+ * plain libc calls: pairing a plain open() with a raw close would hide the
+ * close from interceptors such as a sanitizer's, which then take a reused
+ * fd number for a race. */
 #include "memsampler.h"
 
 #include <dirent.h>
@@ -65,7 +69,6 @@
 #include "instruments.h"
 #include "log.h"
 #include "procfs.h"
-#include "real.h"
 #include "registry.h"
 
 #define ENV_PARENT_NAME "NEMOLENS_PARENT_SERVER_NAME"
@@ -160,19 +163,19 @@ static ssize_t read_at(int dirfd, const char *name, char *buf, size_t cap)
 		return -errno;
 	size_t n = 0;
 	while (n < cap) {
-		ssize_t r = NL_REAL(read)(fd, buf + n, cap - n);
+		ssize_t r = read(fd, buf + n, cap - n);
 		if (r < 0) {
 			if (errno == EINTR)
 				continue;
 			int e = errno;
-			NL_REAL(close)(fd);
+			close(fd);
 			return -e;
 		}
 		if (r == 0)
 			break;
 		n += (size_t)r;
 	}
-	NL_REAL(close)(fd);
+	close(fd);
 	return (ssize_t)n;
 }
 
@@ -200,19 +203,19 @@ static ssize_t read_big_at(int dirfd, const char *name, bool *cut)
 			envbuf = b;
 			envcap = cap;
 		}
-		ssize_t r = NL_REAL(read)(fd, envbuf + n, envcap - n);
+		ssize_t r = read(fd, envbuf + n, envcap - n);
 		if (r < 0) {
 			if (errno == EINTR)
 				continue;
 			int e = errno;
-			NL_REAL(close)(fd);
+			close(fd);
 			return -e;
 		}
 		if (r == 0)
 			break;
 		n += (size_t)r;
 	}
-	NL_REAL(close)(fd);
+	close(fd);
 	return (ssize_t)n;
 }
 
@@ -483,7 +486,7 @@ static bool shim_mapped(int pid)
 	size_t keep = 0;
 	bool found = false;
 	for (;;) {
-		ssize_t r = NL_REAL(read)(fd, buf + keep, sizeof buf - keep);
+		ssize_t r = read(fd, buf + keep, sizeof buf - keep);
 		if (r < 0 && errno == EINTR)
 			continue;
 		if (r <= 0)
@@ -496,7 +499,7 @@ static bool shim_mapped(int pid)
 		keep = n < K - 1 ? n : K - 1;
 		memmove(buf, buf + n - keep, keep);
 	}
-	NL_REAL(close)(fd);
+	close(fd);
 	return found;
 }
 
@@ -733,7 +736,7 @@ static void sample_tree(size_t n_members, uint64_t now, struct totals *t)
 		struct nl_proc_stat st;
 		if (read_stat_at(dfd, "stat", &st) != 0 || st.starttime != m->start || st.state == 'Z' ||
 		    st.state == 'X') {
-			NL_REAL(close)(dfd);
+			close(dfd);
 			continue;   /* gone, or its pid already reused */
 		}
 		uint64_t rss;
@@ -742,7 +745,7 @@ static void sample_tree(size_t n_members, uint64_t now, struct totals *t)
 			 * Anything else: the tree's RSS is unknown this time. */
 			struct nl_proc_stat again;
 			if (read_stat_at(dfd, "stat", &again) != 0) {
-				NL_REAL(close)(dfd);
+				close(dfd);
 				continue;
 			}
 			nl_warn_once("proc.rss", "memory sampler: cannot read the RSS of a process; RSS left out");
@@ -752,7 +755,7 @@ static void sample_tree(size_t n_members, uint64_t now, struct totals *t)
 		struct pss_entry *e = &next_cache[n_next++];
 		*e = (struct pss_entry){ .pid = m->pid, .start = m->start };
 		member_pss(dfd, rss, cache_find(m->pid, m->start), e, now, stretch, t);
-		NL_REAL(close)(dfd);
+		close(dfd);
 		t->count++;
 		t->rss += rss;
 		if (e->has_pss)
