@@ -5,7 +5,7 @@
 
 #include "check.h"
 
-_Atomic(struct nl_fd *) nl_fd_chunks[NL_FD_CHUNKS];
+_Atomic(struct nl_fd *) nl_fd_chunks[NL_FD_CHUNK_SLOTS];
 _Atomic unsigned nl_fd_watching;
 
 struct nl_fd *nl_fd_get(int fd)
@@ -32,18 +32,38 @@ struct nl_fd *nl_fd_get(int fd)
 static uint32_t set_state(struct nl_fd *e, uint32_t state)
 {
 	uint32_t old = atomic_exchange(&e->state, state);
-	if (old == NL_FD_CONNECTING)
+	if (old == NL_FD_CONNECTING) {
+		atomic_fetch_and(&e->watch, (uint8_t)~NL_WATCH_CONNECTING);
 		atomic_fetch_sub(&nl_fd_watching, 1);
+	}
 	return old;
+}
+
+int nl_fd_http_start(struct nl_fd *e, enum nl_fd_http side)
+{
+	uint8_t old = atomic_load(&e->watch), want;
+	do
+		want = (uint8_t)((old & ~(NL_WATCH_HTTP | NL_WATCH_FED)) | side);
+	while (!atomic_compare_exchange_weak(&e->watch, &old, want));
+	if (old & NL_WATCH_HTTP)
+		return 0;
+	atomic_fetch_add(&nl_fd_watching, 1);
+	return 1;
+}
+
+int nl_fd_http_stop(struct nl_fd *e)
+{
+	if (!(atomic_load_explicit(&e->watch, memory_order_relaxed) & NL_WATCH_HTTP))
+		return 0;
+	if (!(atomic_fetch_and(&e->watch, (uint8_t)~(NL_WATCH_HTTP | NL_WATCH_FED)) & NL_WATCH_HTTP))
+		return 0;
+	atomic_fetch_sub(&nl_fd_watching, 1);
+	return 1;
 }
 
 /* The HTTP layer stops following the number's bytes (its exchanges were
  * settled by http.c first where there was a close to see). */
-static void drop_http(struct nl_fd *e)
-{
-	if (atomic_load_explicit(&e->http, memory_order_relaxed) && atomic_exchange(&e->http, NL_HTTP_NONE))
-		atomic_fetch_sub(&nl_fd_watching, 1);
-}
+static void drop_http(struct nl_fd *e) { nl_fd_http_stop(e); }
 
 void nl_fd_track(int fd)
 {
@@ -65,7 +85,8 @@ void nl_fd_ignore(int fd)
 
 uint32_t nl_fd_clear(struct nl_fd *e)
 {
-	drop_http(e);
+	if (atomic_load_explicit(&e->watch, memory_order_relaxed) & NL_WATCH_HTTP)
+		drop_http(e);
 	if (atomic_load_explicit(&e->state, memory_order_relaxed) == NL_FD_UNTRACKED)
 		return NL_FD_UNTRACKED;
 	return set_state(e, NL_FD_UNTRACKED);
@@ -79,8 +100,10 @@ uint32_t nl_fd_forget(int fd)
 
 void nl_fd_start_connecting(struct nl_fd *e)
 {
-	if (atomic_exchange(&e->state, NL_FD_CONNECTING) != NL_FD_CONNECTING)
+	if (atomic_exchange(&e->state, NL_FD_CONNECTING) != NL_FD_CONNECTING) {
+		atomic_fetch_or(&e->watch, NL_WATCH_CONNECTING);
 		atomic_fetch_add(&nl_fd_watching, 1);
+	}
 }
 
 int nl_fd_end_connecting(struct nl_fd *e)
@@ -88,6 +111,7 @@ int nl_fd_end_connecting(struct nl_fd *e)
 	uint32_t expected = NL_FD_CONNECTING;
 	if (!atomic_compare_exchange_strong(&e->state, &expected, NL_FD_SOCKET))
 		return 0;
+	atomic_fetch_and(&e->watch, (uint8_t)~NL_WATCH_CONNECTING);
 	atomic_fetch_sub(&nl_fd_watching, 1);
 	return 1;
 }
@@ -116,7 +140,7 @@ void nl_fd_atfork_child(void)
 		for (unsigned i = 0; i < NL_FD_CHUNK; i++) {
 			uint32_t expected = NL_FD_CONNECTING;
 			atomic_compare_exchange_strong(&chunk[i].state, &expected, NL_FD_SOCKET);
-			atomic_store(&chunk[i].http, NL_HTTP_NONE);
+			atomic_store(&chunk[i].watch, 0);
 		}
 	}
 }

@@ -24,12 +24,19 @@ enum nl_fd_state {
 };
 
 /* What the HTTP layer does with a socket's bytes (hooks/http.h). */
-enum nl_fd_http { NL_HTTP_NONE = 0, NL_HTTP_SERVER, NL_HTTP_CLIENT };
+enum nl_fd_http { NL_HTTP_NONE = 0, NL_HTTP_SERVER = 2, NL_HTTP_CLIENT = 4 };
+/* Why an I/O call on the fd is of interest: one byte, so that a hook asks
+ * with one load. */
+enum {
+	NL_WATCH_CONNECTING = 1,
+	NL_WATCH_HTTP = NL_HTTP_SERVER | NL_HTTP_CLIENT,
+	NL_WATCH_FED = 8,       /* followed, and bytes were fed: there may be exchanges to settle */
+};
 
 struct nl_fd {
 	_Atomic uint32_t state;
 	int16_t dest;           /* destination index while connecting */
-	_Atomic uint8_t http;   /* enum nl_fd_http: its bytes are followed */
+	_Atomic uint8_t watch;  /* NL_WATCH_CONNECTING, or the HTTP side followed */
 	uint8_t unused;
 	uint64_t start_ns;      /* CLOCK_MONOTONIC at entry to connect() */
 };
@@ -41,8 +48,12 @@ _Static_assert(sizeof(struct nl_fd) == 16, "struct nl_fd must stay 16 bytes");
 #define NL_FD_CHUNK (1u << NL_FD_CHUNK_BITS)
 #define NL_FD_CHUNKS 256
 #define NL_FD_LIMIT (NL_FD_CHUNK * NL_FD_CHUNKS)   /* 1,048,576 */
+/* The chunk array has a slot for every int, so a lookup needs no bounds
+ * check; the slots past NL_FD_CHUNKS stay NULL (8 MiB of zero pages that
+ * are never touched: no memory). */
+#define NL_FD_CHUNK_SLOTS (1u << (32 - NL_FD_CHUNK_BITS))
 
-extern _Atomic(struct nl_fd *) nl_fd_chunks[NL_FD_CHUNKS];
+extern _Atomic(struct nl_fd *) nl_fd_chunks[NL_FD_CHUNK_SLOTS];
 
 /* How many fds are NL_FD_CONNECTING or have their bytes followed by the HTTP
  * layer right now. While it is 0, an I/O hook needs no table lookup at all.
@@ -53,8 +64,6 @@ extern _Atomic unsigned nl_fd_watching;
 /* The entry of fd if its chunk exists, else NULL. */
 static inline struct nl_fd *nl_fd_lookup(int fd)
 {
-	if ((unsigned)fd >= NL_FD_LIMIT)
-		return 0;
 	struct nl_fd *chunk = atomic_load_explicit(&nl_fd_chunks[(unsigned)fd >> NL_FD_CHUNK_BITS],
 						   memory_order_acquire);
 	return chunk ? &chunk[(unsigned)fd & (NL_FD_CHUNK - 1)] : 0;
@@ -66,18 +75,38 @@ static inline uint32_t nl_fd_state(int fd)
 	return e ? atomic_load_explicit(&e->state, memory_order_relaxed) : NL_FD_UNTRACKED;
 }
 
+/* True when some fd is watched: an I/O call may settle a pending acquisition
+ * or carry HTTP bytes. While false (nearly always, in a program that is not
+ * an HTTP server or client), an I/O hook is one load and a tail call. */
+/* The HTTP side followed on e (enum nl_fd_http). */
+static inline unsigned nl_fd_http_side(struct nl_fd *e)
+{
+	return atomic_load_explicit(&e->watch, memory_order_relaxed) & NL_WATCH_HTTP;
+}
+
+/* Starts following e's bytes as side; false if they were already followed. */
+int nl_fd_http_start(struct nl_fd *e, enum nl_fd_http side);
+/* Marks a followed fd whose parser has seen bytes. */
+static inline void nl_fd_http_fed(struct nl_fd *e) { atomic_fetch_or(&e->watch, NL_WATCH_FED); }
+static inline int nl_fd_http_was_fed(struct nl_fd *e)
+{
+	return atomic_load_explicit(&e->watch, memory_order_relaxed) & NL_WATCH_FED;
+}
+/* Stops following e's bytes; false if they were not followed. */
+int nl_fd_http_stop(struct nl_fd *e);
+
+static inline int nl_fd_any_watched(void)
+{
+	return __builtin_expect(atomic_load_explicit(&nl_fd_watching, memory_order_relaxed) != 0, 0);
+}
+
 /* The entry of fd when an I/O call on it may settle a pending acquisition or
  * carries HTTP bytes: the only cases in which an I/O hook does anything
  * besides calling libc. NULL otherwise. */
 static inline struct nl_fd *nl_fd_watched(int fd)
 {
-	if (__builtin_expect(atomic_load_explicit(&nl_fd_watching, memory_order_relaxed) == 0, 1))
-		return 0;
 	struct nl_fd *e = nl_fd_lookup(fd);
-	if (e && (atomic_load_explicit(&e->state, memory_order_relaxed) == NL_FD_CONNECTING ||
-		  atomic_load_explicit(&e->http, memory_order_relaxed)))
-		return e;
-	return 0;
+	return e && atomic_load_explicit(&e->watch, memory_order_relaxed) ? e : 0;
 }
 
 /* The entry of fd, mapping its chunk when needed; NULL when fd is out of range

@@ -7,6 +7,7 @@
 
 #include "check.h"
 #include "clock.h"
+#include "dest.h"
 #include "h1.h"
 #include "httpmetrics.h"
 #include "route.h"
@@ -16,7 +17,10 @@
  * exact for exchanges shorter than 71 minutes, at a third of the space. */
 struct pending {
 	uint32_t start_us;
-	uint32_t request_body;  /* capped at 4 GiB */
+	/* Capped at 4 GiB. Atomic, like the Host fields below: the request stream
+	 * writes it after handing the request over (REQ_END), and a second thread
+	 * reading the response may read it meanwhile. */
+	_Atomic uint32_t request_body;
 	int16_t route;          /* server: route id */
 	uint8_t method;
 	uint8_t minor;          /* the request's HTTP/1.x version */
@@ -27,14 +31,16 @@ struct nl_httpconn {
 	_Atomic uint8_t busy[2];        /* a direction being fed; a second feeder stops parsing */
 	_Atomic uint8_t open;           /* ring slots whose request counts as active */
 	uint8_t side;                   /* enum nl_fd_http */
-	int16_t dest;                   /* client: destination index */
-	int16_t host;                   /* client: host id of the Host header, -1 unknown */
-	uint16_t port;
+	_Atomic uint8_t fed;            /* bytes were fed: the parser was set up */
+	uint8_t flags;                  /* NL_HTTPCONN_TLS, NL_HTTPCONN_DEST_BY_NAME */
+	_Atomic int16_t dest;           /* client: destination index */
+	_Atomic int16_t host;           /* client: host id of the Host header, -1 unknown */
+	_Atomic uint16_t port;
 	uint32_t begin_us;              /* request stream: first byte of the request being read */
 	struct pending slots[NL_H1_PIPELINE];
 };
 
-_Static_assert(sizeof(struct nl_httpconn) <= 256, "an HTTP connection's state must stay within 256 bytes");
+_Static_assert(sizeof(struct nl_httpconn) <= NL_HTTPCONN_SIZE, "an HTTP connection's state must stay within 256 bytes");
 
 static _Atomic(struct nl_httpconn *) chunks[NL_FD_CHUNKS];
 
@@ -73,13 +79,17 @@ void nl_http_watch(int fd, enum nl_fd_http side, int dest)
 	struct nl_httpconn *c = e ? conn_get(fd) : NULL;
 	if (!c)
 		return;
-	memset(c, 0, sizeof *c);
-	nl_h1_init(&c->h1);
+	/* The parser is set up with the first bytes: most candidates (any
+	 * connected socket) never carry HTTP, and pay only these stores. */
+	atomic_store_explicit(&c->fed, 0, memory_order_relaxed);
+	atomic_store_explicit(&c->busy[0], 0, memory_order_relaxed);
+	atomic_store_explicit(&c->busy[1], 0, memory_order_relaxed);
+	atomic_store_explicit(&c->open, 0, memory_order_relaxed);
 	c->side = (uint8_t)side;
-	c->dest = (int16_t)dest;
-	c->host = -1;
-	if (atomic_exchange(&e->http, (uint8_t)side) == NL_HTTP_NONE)
-		atomic_fetch_add(&nl_fd_watching, 1);
+	c->flags = 0;
+	atomic_store_explicit(&c->dest, (int16_t)dest, memory_order_relaxed);
+	atomic_store_explicit(&c->host, -1, memory_order_relaxed);
+	nl_fd_http_start(e, side);
 }
 
 /* ---- events ------------------------------------------------------------------ */
@@ -105,18 +115,19 @@ static void finish(struct feed *f, unsigned slot, unsigned status, uint64_t resp
 	struct nl_http_exchange x = {
 		.method = p->method,
 		.route = p->route,
-		.host = c->host,
-		.port = c->port,
-		.dest = c->dest,
+		.host = atomic_load_explicit(&c->host, memory_order_relaxed),
+		.port = atomic_load_explicit(&c->port, memory_order_relaxed),
+		.dest = atomic_load_explicit(&c->dest, memory_order_relaxed),
 		.status = status,
 		.version_minor = p->minor,
+		.tls = c->flags & NL_HTTPCONN_TLS,
 		.duration_ns = (uint64_t)(uint32_t)(now_us(f) - p->start_us) * 1000,
-		.request_body = p->request_body,
+		.request_body = atomic_load_explicit(&p->request_body, memory_order_relaxed),
 		.response_body = response_body,
 	};
 	if (c->side == NL_HTTP_SERVER) {
 		nl_http_server_done(&x);
-		nl_http_server_ended(p->method);
+		nl_http_server_ended(p->method, x.tls);
 	} else {
 		nl_http_client_done(&x);
 	}
@@ -129,7 +140,26 @@ static void drop_open(struct nl_httpconn *c)
 	uint8_t open = atomic_exchange(&c->open, 0);
 	for (unsigned s = 0; s < NL_H1_PIPELINE; s++)
 		if ((open & (1u << s)) && c->side == NL_HTTP_SERVER)
-			nl_http_server_ended(c->slots[s].method);
+			nl_http_server_ended(c->slots[s].method, c->flags & NL_HTTPCONN_TLS);
+}
+
+/* A client request's Host header: server.address and server.port; over TLS
+ * without a known peer, also the destination (the rules' host names, with
+ * the port, which SNI alone lacks). */
+static void request_host(struct nl_httpconn *c, const char *host, size_t n)
+{
+	unsigned port;
+	int id = nl_http_host(host, n, &port);
+	if (!port)
+		port = c->flags & NL_HTTPCONN_TLS ? 443 : 80;
+	atomic_store_explicit(&c->host, (int16_t)id, memory_order_relaxed);
+	atomic_store_explicit(&c->port, (uint16_t)port, memory_order_relaxed);
+	if (c->flags & NL_HTTPCONN_DEST_BY_NAME) {
+		const char *colon = n && host[0] != '[' ? memchr(host, ':', n) : NULL;
+		int d = nl_dest_match_name(host, colon ? (size_t)(colon - host) : n, (int)port);
+		if (d != NL_DEST_EXTERNAL)
+			atomic_store_explicit(&c->dest, (int16_t)d, memory_order_relaxed);
+	}
 }
 
 static void on_event(void *ctx, const struct nl_h1_event *ev)
@@ -144,24 +174,22 @@ static void on_event(void *ctx, const struct nl_h1_event *ev)
 	case NL_H1_REQ_LINE:
 		p->start_us = c->begin_us;
 		p->method = (uint8_t)nl_http_method(ev->method, ev->method_len);
-		p->request_body = 0;
+		atomic_store_explicit(&p->request_body, 0, memory_order_relaxed);
 		p->minor = (uint8_t)ev->version_minor;
 		p->route = NL_ROUTE_NONE;
 		if (c->side == NL_HTTP_SERVER) {
 			p->route = (int16_t)nl_http_route(ev->target, ev->target_len, ev->target_truncated);
-			nl_http_server_started(p->method);
+			nl_http_server_started(p->method, c->flags & NL_HTTPCONN_TLS);
 		}
 		atomic_fetch_or(&c->open, (uint8_t)(1u << (ev->slot % NL_H1_PIPELINE)));
 		break;
 	case NL_H1_REQ_HEAD:
-		if (c->side == NL_HTTP_CLIENT && ev->host) {
-			unsigned port;
-			c->host = (int16_t)nl_http_host(ev->host, ev->host_len, &port);
-			c->port = (uint16_t)(port ? port : 80);
-		}
+		if (c->side == NL_HTTP_CLIENT && ev->host)
+			request_host(c, ev->host, ev->host_len);
 		break;
 	case NL_H1_REQ_END:
-		p->request_body = ev->body_size > UINT32_MAX ? UINT32_MAX : (uint32_t)ev->body_size;
+		atomic_store_explicit(&p->request_body, ev->body_size > UINT32_MAX ? UINT32_MAX : (uint32_t)ev->body_size,
+				      memory_order_relaxed);
 		break;
 	case NL_H1_RESP_HEAD:
 		break;
@@ -181,10 +209,35 @@ static void on_event(void *ctx, const struct nl_h1_event *ev)
 
 /* ---- feeding ---------------------------------------------------------------- */
 
-static void stop_following(struct nl_fd *e)
+/* Feeding makes no system call (the clock is read through the vDSO, the
+ * parser and the metrics touch memory only), so errno needs no saving here:
+ * the program's own call set it, and nothing after it can. */
+
+static void stop_following(struct nl_fd *e) { nl_fd_http_stop(e); }
+
+/* Claims direction dir of c for one call's bytes: 0 when another thread is
+ * feeding it (parsing stops), else 1, or 2 when this call set the parser up. */
+static inline int claim_conn(struct nl_httpconn *c, enum nl_h1_dir dir)
 {
-	if (atomic_exchange(&e->http, NL_HTTP_NONE))
-		atomic_fetch_sub(&nl_fd_watching, 1);
+	if (atomic_exchange_explicit(&c->busy[dir], 1, memory_order_acquire)) {
+		atomic_store(&c->h1.stopped, 1);
+		drop_open(c);
+		return 0;
+	}
+	/* The first feeder of either direction sets the parser up; the other
+	 * direction's first feeder waits for that (it is a few stores away). */
+	uint8_t fed = atomic_load_explicit(&c->fed, memory_order_acquire);
+	if (fed != 2) {
+		uint8_t expected = 0;
+		if (atomic_compare_exchange_strong(&c->fed, &expected, 1)) {
+			nl_h1_init(&c->h1);
+			atomic_store_explicit(&c->fed, 2, memory_order_release);
+			return 2;
+		}
+		while (atomic_load_explicit(&c->fed, memory_order_acquire) != 2)
+			;
+	}
+	return 1;
 }
 
 /* The conn and the direction of an I/O call, the direction claimed; NULL when
@@ -192,17 +245,18 @@ static void stop_following(struct nl_fd *e)
  * (which makes the bytes' order unknowable: parsing stops). */
 static struct nl_httpconn *claim(struct nl_fd *e, int fd, int out, enum nl_h1_dir *dir)
 {
-	uint8_t side = atomic_load_explicit(&e->http, memory_order_relaxed);
+	unsigned side = nl_fd_http_side(e);
 	struct nl_httpconn *c = side ? conn_lookup(fd) : NULL;
 	if (!c)
 		return NULL;
 	*dir = (side == NL_HTTP_SERVER) == (out != 0) ? NL_H1_RESPONSE : NL_H1_REQUEST;
-	if (atomic_exchange_explicit(&c->busy[*dir], 1, memory_order_acquire)) {
-		atomic_store(&c->h1.stopped, 1);
-		drop_open(c);
+	int got = claim_conn(c, *dir);
+	if (!got) {
 		stop_following(e);
 		return NULL;
 	}
+	if (got == 2)
+		nl_fd_http_fed(e);
 	return c;
 }
 
@@ -215,13 +269,12 @@ static void unclaim(struct nl_fd *e, struct nl_httpconn *c, enum nl_h1_dir dir, 
 
 uint64_t nl_http_write_start(struct nl_fd *e)
 {
-	return atomic_load_explicit(&e->http, memory_order_relaxed) == NL_HTTP_CLIENT ? nl_monotonic_ns() : 0;
+	return nl_fd_http_side(e) == NL_HTTP_CLIENT ? nl_monotonic_ns() : 0;
 }
 
 void nl_http_bytes(struct nl_fd *e, int fd, int out, const void *buf, size_t n, uint64_t t0_ns)
 {
 	NL_HOOK_SCOPE;
-	NL_KEEP_ERRNO;
 	enum nl_h1_dir dir;
 	struct nl_httpconn *c = claim(e, fd, out, &dir);
 	if (!c)
@@ -235,7 +288,6 @@ void nl_http_iov(struct nl_fd *e, int fd, int out, const struct iovec *iov, size
 		 uint64_t t0_ns)
 {
 	NL_HOOK_SCOPE;
-	NL_KEEP_ERRNO;
 	enum nl_h1_dir dir;
 	struct nl_httpconn *c = claim(e, fd, out, &dir);
 	if (!c)
@@ -254,7 +306,6 @@ void nl_http_iov(struct nl_fd *e, int fd, int out, const struct iovec *iov, size
 void nl_http_opaque(struct nl_fd *e, int fd, int out, size_t n)
 {
 	NL_HOOK_SCOPE;
-	NL_KEEP_ERRNO;
 	enum nl_h1_dir dir;
 	struct nl_httpconn *c = claim(e, fd, out, &dir);
 	if (!c)
@@ -279,12 +330,90 @@ void nl_http_release(int fd)
 	NL_HOOK_SCOPE;
 	NL_KEEP_ERRNO;
 	struct nl_fd *e = nl_fd_lookup(fd);
-	struct nl_httpconn *c = e && atomic_load_explicit(&e->http, memory_order_relaxed) ? conn_lookup(fd) : NULL;
+	struct nl_httpconn *c = e && nl_fd_http_side(e) ? conn_lookup(fd) : NULL;
 	if (!c)
 		return;
-	struct feed f = { c, 0 };
-	if (nl_h1_active(&c->h1))
-		nl_h1_close(&c->h1, on_event, &f);
-	drop_open(c);
+	/* A candidate that never carried a byte has nothing to settle. */
+	if (atomic_load_explicit(&c->fed, memory_order_acquire) == 2) {
+		struct feed f = { c, 0 };
+		if (nl_h1_active(&c->h1))
+			nl_h1_close(&c->h1, on_event, &f);
+		drop_open(c);
+	}
 	stop_following(e);
+}
+
+/* ---- connections found by their SSL object (ssl.c) ------------------------------ */
+
+void nl_httpconn_init(struct nl_httpconn *c, enum nl_fd_http side, int dest, unsigned flags)
+{
+	atomic_store_explicit(&c->fed, 0, memory_order_relaxed);
+	atomic_store_explicit(&c->busy[0], 0, memory_order_relaxed);
+	atomic_store_explicit(&c->busy[1], 0, memory_order_relaxed);
+	atomic_store_explicit(&c->open, 0, memory_order_relaxed);
+	c->side = (uint8_t)side;
+	c->flags = (uint8_t)flags;
+	atomic_store_explicit(&c->dest, (int16_t)dest, memory_order_relaxed);
+	atomic_store_explicit(&c->host, -1, memory_order_relaxed);
+}
+
+uint64_t nl_httpconn_write_start(const struct nl_httpconn *c)
+{
+	return c->side == NL_HTTP_CLIENT ? nl_monotonic_ns() : 0;
+}
+
+static inline enum nl_h1_dir conn_dir(const struct nl_httpconn *c, int out)
+{
+	return (c->side == NL_HTTP_SERVER) == (out != 0) ? NL_H1_RESPONSE : NL_H1_REQUEST;
+}
+
+bool nl_httpconn_bytes(struct nl_httpconn *c, int out, const void *buf, size_t n, uint64_t t0_ns)
+{
+	enum nl_h1_dir dir = conn_dir(c, out);
+	if (!claim_conn(c, dir))
+		return false;
+	struct feed f = { c, t0_ns };
+	bool active = nl_h1_feed(&c->h1, dir, buf, n, on_event, &f);
+	atomic_store_explicit(&c->busy[dir], 0, memory_order_release);
+	return active;
+}
+
+bool nl_httpconn_opaque(struct nl_httpconn *c, int out, size_t n)
+{
+	enum nl_h1_dir dir = conn_dir(c, out);
+	if (!claim_conn(c, dir))
+		return false;
+	struct feed f = { c, 0 };
+	bool active = nl_h1_feed_opaque(&c->h1, dir, n, on_event, &f);
+	atomic_store_explicit(&c->busy[dir], 0, memory_order_release);
+	return active;
+}
+
+void nl_httpconn_end(struct nl_httpconn *c)
+{
+	/* Both directions are claimed: the end may come from one thread's read
+	 * while another writes. If one is being fed, the end is left to SSL_free. */
+	if (atomic_exchange_explicit(&c->busy[0], 1, memory_order_acquire))
+		return;
+	if (!atomic_exchange_explicit(&c->busy[1], 1, memory_order_acquire)) {
+		if (atomic_load_explicit(&c->fed, memory_order_acquire) == 2) {
+			struct feed f = { c, 0 };
+			if (nl_h1_active(&c->h1))
+				nl_h1_close(&c->h1, on_event, &f);
+			drop_open(c);
+		}
+		atomic_store_explicit(&c->busy[1], 0, memory_order_release);
+	}
+	atomic_store_explicit(&c->busy[0], 0, memory_order_release);
+}
+
+int nl_http_fd_handoff(int fd)
+{
+	struct nl_fd *e = nl_fd_lookup(fd);
+	if (!e || !nl_fd_http_side(e))
+		return -1;
+	struct nl_httpconn *c = conn_lookup(fd);
+	int dest = c && nl_fd_http_side(e) == NL_HTTP_CLIENT ? atomic_load_explicit(&c->dest, memory_order_relaxed) : -1;
+	nl_http_release(fd);
+	return dest;
 }

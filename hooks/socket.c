@@ -38,11 +38,19 @@ static int counting(void)
 	return atomic_load_explicit(&nl_recording, memory_order_relaxed) && !nl_hooks_bypass;
 }
 
+/* Exchanges still followed on a number the program closed behind libc's back. */
+static void release_http(int fd)
+{
+	struct nl_fd *e = nl_fd_lookup(fd);
+	if (e && nl_fd_http_was_fed(e))
+		nl_http_release(fd);
+}
+
 /* A new socket fd: tracked if it can carry a counted connection. */
 static void fresh_socket(int fd, int domain, int type)
 {
 	int base = type & ~(SOCK_NONBLOCK | SOCK_CLOEXEC);
-	nl_http_release(fd);   /* as for accept: a number reused behind libc's back */
+	release_http(fd);   /* as for accept: a number reused behind libc's back */
 	if (!counting())
 		nl_fd_forget(fd);
 	else if (base == SOCK_STREAM && (domain == AF_INET || domain == AF_INET6 || domain == AF_UNIX))
@@ -82,7 +90,7 @@ static void accepted(int listener, int fd)
 	NL_KEEP_ERRNO;
 	/* A number the program closed behind libc's back (libuv closes with a
 	 * raw system call) still has its old exchanges: they ended then. */
-	nl_http_release(fd);
+	release_http(fd);
 	nl_fd_copy(listener, fd);
 	if (nl_http_server_on && counting() && nl_fd_state(fd) == NL_FD_SOCKET)
 		nl_http_watch(fd, NL_HTTP_SERVER, -1);
@@ -135,17 +143,36 @@ NL_EXPORT int getsockopt(int fd, int level, int name, void *val, socklen_t *len)
 }
 
 /* The fd goes away: its HTTP exchanges end, then its acquisition. */
+static void release_entry(struct nl_fd *e, int fd)
+{
+	/* A candidate that never carried bytes is simply forgotten with the fd. */
+	if (nl_fd_http_was_fed(e))
+		nl_http_release(fd);
+	if (atomic_load_explicit(&e->state, memory_order_relaxed) == NL_FD_CONNECTING)
+		nl_acq_release(fd);
+	else
+		nl_fd_clear(e);
+}
+
 static void release(int fd)
 {
-	nl_http_release(fd);
-	nl_acq_release(fd);
+	struct nl_fd *e = nl_fd_lookup(fd);
+	if (e)
+		release_entry(e, fd);
+}
+
+static __attribute__((noinline)) int close_tracked(struct nl_fd *e, int fd)
+{
+	release_entry(e, fd);
+	return NL_REAL(close)(fd);
 }
 
 NL_EXPORT int close(int fd)
 {
-	if (nl_fd_state(fd) != NL_FD_UNTRACKED)
-		release(fd);
-	return NL_REAL(close)(fd);
+	struct nl_fd *e = nl_fd_lookup(fd);
+	if (!e || atomic_load_explicit(&e->state, memory_order_relaxed) == NL_FD_UNTRACKED)
+		return NL_REAL(close)(fd);
+	return close_tracked(e, fd);
 }
 
 static void release_range(unsigned first, unsigned last)

@@ -61,12 +61,35 @@ static void configure_methods(const char *known)
 unsigned nl_http_method(const char *m, size_t n)
 {
 	for (unsigned i = 0; i < n_methods; i++)
-		if (method_len[i] == n && memcmp(methods[i], m, n) == 0)
+		if (method_len[i] == n && methods[i][0] == m[0] && memcmp(methods[i], m, n) == 0)
 			return i;
 	return NL_HTTP_METHODS_MAX;
 }
 
-int nl_http_route(const char *target, size_t n, bool truncated) { return nl_route_lookup(target, n, truncated); }
+/* Routes seen before, by a 64-bit hash of the target's path: a server sees
+ * few distinct paths, and the lookup (templating an unmatched path) costs
+ * several times the hash. An entry is the hash's upper bits and id + 2 in
+ * its lower 16, written and read as one word. */
+#define ROUTE_CACHE 1024
+static _Atomic uint64_t route_cache[ROUTE_CACHE];
+
+int nl_http_route(const char *target, size_t n, bool truncated)
+{
+	uint64_t h = 14695981039346656037ull ^ (uint64_t)truncated;
+	for (size_t i = 0; i < n && target[i] != '?'; i++)
+		h = (h ^ (unsigned char)target[i]) * 1099511628211ull;
+	h ^= h >> 29;
+	_Atomic uint64_t *slot = &route_cache[h % ROUTE_CACHE];
+	uint64_t e = atomic_load_explicit(slot, memory_order_relaxed);
+	if (e && (e & ~0xffffull) == (h & ~0xffffull))
+		return (int)(e & 0xffff) - 2;
+	int id = nl_route_lookup(target, n, truncated);
+	/* Past the cap stays past the cap, but a lookup may say so only for a
+	 * while (another thread inserting): not remembered. */
+	if (id >= NL_ROUTE_NONE && id < 0xfffd)
+		atomic_store_explicit(slot, (h & ~0xffffull) | (uint64_t)(id + 2), memory_order_relaxed);
+	return id;
+}
 
 /* ---- hosts (client side: server.address) ------------------------------------ */
 
@@ -338,6 +361,8 @@ void nl_httpmetrics_init(const struct nl_config *cfg)
 	for (unsigned i = 0; i < 1000; i++)
 		snprintf(status_text[i], sizeof status_text[i], "%03u", i);
 	semconv_dup = cfg->http_semconv_dup;
+	for (size_t i = 0; i < ROUTE_CACHE; i++)
+		atomic_store(&route_cache[i], 0);
 	nl_route_configure(cfg->http_routes, (enum nl_route_unmatched)cfg->http_route_unmatched,
 			   (unsigned)cfg->http_route_cap, route_warning);
 	/* Room for the series hooks create: every combination, three series each. */
