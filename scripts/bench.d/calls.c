@@ -18,6 +18,14 @@
  *   send_tcp recv_tcp read_tcp write_tcp        on a connected loopback TCP pair
  *   send_untracked recv_untracked               on an AF_UNIX socketpair
  *   read_untracked write_untracked              on a pipe
+ *   http_server    a keep-alive GET with six headers answered by a 200 with a
+ *                  1 KiB Content-Length body: the server's read and write
+ *                  (run with NEMOLENS_HTTP=server: the client is not followed)
+ *   http_client    the same exchange, the client's write and reads
+ *                  (NEMOLENS_HTTP=client)
+ *   read_untracked_http send_tcp_http
+ *                  read on a pipe / send on a TCP socket found not to carry
+ *                  HTTP, while an HTTP connection is open and followed
  * The listener's port is the one NEMOLENS_DESTINATIONS names: BENCH_PORT env.
  */
 #define _GNU_SOURCE
@@ -53,6 +61,48 @@ OP ssize_t op_send(int fd, const void *b, size_t n) { return send(fd, b, n, 0); 
 OP ssize_t op_recv(int fd, void *b, size_t n) { return recv(fd, b, n, 0); }
 OP ssize_t op_read(int fd, void *b, size_t n) { return read(fd, b, n); }
 OP ssize_t op_write(int fd, const void *b, size_t n) { return write(fd, b, n); }
+
+static const char http_request[] = "GET /v1/items HTTP/1.1\r\n"
+				   "Host: 127.0.0.1:8080\r\n"
+				   "User-Agent: bench/1.0\r\n"
+				   "Accept: application/json\r\n"
+				   "Accept-Encoding: gzip, deflate\r\n"
+				   "Connection: keep-alive\r\n"
+				   "Authorization: Bearer 0123456789abcdef\r\n"
+				   "\r\n";
+static char http_response[2048];
+static size_t http_response_len;
+
+static void make_response(void)
+{
+	int n = snprintf(http_response, sizeof http_response,
+			 "HTTP/1.1 200 OK\r\nDate: Tue, 01 Dec 2026 10:00:00 GMT\r\nServer: bench\r\n"
+			 "Content-Type: application/json\r\nContent-Length: 1024\r\nConnection: keep-alive\r\n\r\n");
+	memset(http_response + n, 'x', 1024);
+	http_response_len = (size_t)n + 1024;
+}
+
+/* Reads exactly n bytes (a response may arrive in pieces). */
+static ssize_t read_all(int fd, char *b, size_t n, ssize_t (*rd)(int, void *, size_t))
+{
+	size_t got = 0;
+	while (got < n) {
+		ssize_t r = rd(fd, b + got, n - got);
+		if (r <= 0)
+			return -1;
+		got += (size_t)r;
+	}
+	return (ssize_t)got;
+}
+
+OP ssize_t op_http_server(int s, char *b)
+{
+	if (read_all(s, b, sizeof http_request - 1, read) < 0)
+		return -1;
+	return write(s, http_response, http_response_len);
+}
+OP ssize_t op_http_client_write(int c) { return write(c, http_request, sizeof http_request - 1); }
+OP ssize_t op_http_client_read(int c, char *b) { return read_all(c, b, http_response_len, read); }
 
 static void die(const char *what)
 {
@@ -128,6 +178,48 @@ int main(int argc, char **argv)
 			setsockopt(c, SOL_SOCKET, SO_LINGER, &lg, sizeof lg);
 			op_close(c);
 			close(s);
+		}
+	} else if (!strcmp(op, "http_server") || !strcmp(op, "http_client")) {
+		make_response();
+		int c, s;
+		tcp_pair(l, &a, &c, &s);
+		static char big[4096];
+		int server = !strcmp(op, "http_server");
+		for (long i = 0; i < n; i++) {
+			if (server) {
+				if (write(c, http_request, sizeof http_request - 1) < 0 || op_http_server(s, big) < 0 ||
+				    read_all(c, big, http_response_len, read) < 0)
+					bad++;
+			} else {
+				if (op_http_client_write(c) < 0 || read_all(s, big, sizeof http_request - 1, read) < 0 ||
+				    write(s, http_response, http_response_len) < 0 || op_http_client_read(c, big) < 0)
+					bad++;
+			}
+		}
+	} else if (!strcmp(op, "read_untracked_http") || !strcmp(op, "send_tcp_http")) {
+		/* One HTTP exchange first, on a connection that stays open. */
+		make_response();
+		int hc, hs;
+		tcp_pair(l, &a, &hc, &hs);
+		static char big[4096];
+		if (write(hc, http_request, sizeof http_request - 1) < 0 ||
+		    read_all(hs, big, sizeof http_request - 1, read) < 0 ||
+		    write(hs, http_response, http_response_len) < 0 || read_all(hc, big, http_response_len, read) < 0)
+			die("http exchange");
+		int wr, rd;
+		if (!strcmp(op, "send_tcp_http")) {
+			tcp_pair(l, &a, &wr, &rd);
+		} else {
+			int p[2];
+			if (pipe(p))
+				die("pipe");
+			wr = p[1], rd = p[0];
+		}
+		for (long i = 0; i < n; i++) {
+			ssize_t w = !strcmp(op, "send_tcp_http") ? op_send(wr, "x", 1) : write(wr, "x", 1);
+			ssize_t r = !strcmp(op, "send_tcp_http") ? recv(rd, buf, 1, 0) : op_read(rd, buf, 1);
+			if (w != 1 || r != 1)
+				bad++;
 		}
 	} else if (!strcmp(op, "close_untracked")) {
 		for (long i = 0; i < n; i++) {

@@ -5,6 +5,11 @@
  *                       holds up to N connections, waits for a signal
  *   conns hold N PORT   opens N blocking connections to 127.0.0.1:PORT, prints
  *                       "ready", holds them and waits for a signal
+ *   conns httpserve N   listens, prints its port, answers one HTTP/1.1 request
+ *                       on each of N keep-alive connections, prints "ready",
+ *                       holds them idle and waits for a signal
+ *   conns httphold N PORT opens N connections, sends one GET on each and reads
+ *                       its answer, prints "ready", holds them
  *
  * RLIMIT_NOFILE is raised to its hard limit first. scripts/bench reads VmRSS
  * from /proc/PID/status once "ready" (or the port) is printed.
@@ -57,6 +62,47 @@ int main(int argc, char **argv)
 		for (long i = 0; i < n; i++)
 			if (accept(l, 0, 0) < 0)
 				perror("accept");
+		for (;;)
+			pause();
+	}
+	static const char get[] = "GET /v1/items HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: keep-alive\r\n\r\n";
+	static const char ok[] = "HTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: keep-alive\r\n\r\nok";
+	char buf[512];
+	if (!strcmp(argv[1], "httpserve")) {
+		int l = socket(AF_INET, SOCK_STREAM, 0);
+		int one = 1;
+		setsockopt(l, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+		if (bind(l, (struct sockaddr *)&a, sizeof a) || listen(l, 4096)) {
+			perror("listen");
+			return 1;
+		}
+		socklen_t len = sizeof a;
+		getsockname(l, (struct sockaddr *)&a, &len);
+		printf("%d\n", ntohs(a.sin_port));
+		fflush(stdout);
+		for (long i = 0; i < n; i++) {
+			int c = accept(l, 0, 0);
+			/* The request is small: one read has it all on loopback. */
+			if (c < 0 || read(c, buf, sizeof buf) <= 0 || write(c, ok, sizeof ok - 1) < 0)
+				perror("serve");
+		}
+		printf("ready\n");
+		fflush(stdout);
+		for (;;)
+			pause();
+	}
+	if (!strcmp(argv[1], "httphold") && argc > 3) {
+		a.sin_port = htons(atoi(argv[3]));
+		for (long i = 0; i < n; i++) {
+			int c = socket(AF_INET, SOCK_STREAM, 0);
+			if (c < 0 || connect(c, (struct sockaddr *)&a, sizeof a) || write(c, get, sizeof get - 1) < 0 ||
+			    read(c, buf, sizeof buf) <= 0) {
+				perror("httphold");
+				return 1;
+			}
+		}
+		printf("ready\n");
+		fflush(stdout);
 		for (;;)
 			pause();
 	}
