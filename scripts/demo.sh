@@ -1,8 +1,11 @@
 #!/usr/bin/env bash
 # End-to-end demo: an aiohttp client runs under libnemolens_preload.so against
 # a uvicorn/FastAPI server on two loopback ports (policy, judge), a refused port
-# (ghost) and a listener whose accept queue is full (slow); the shim exports to
-# a private VictoriaMetrics, and the demo prints what PromQL sees there.
+# (ghost) and a listener whose accept queue is full (slow). The server runs
+# under the shim too and answers NeMo Gym's /run and /verify besides /v1/work.
+# Both export to a private VictoriaMetrics, and the demo prints what PromQL
+# sees there: connections per destination, requests per route with latency
+# percentiles and status mix, and the rollout/verify figures.
 #
 # Run from the repository root:  bash scripts/demo.sh
 # Environment: DEMO_REQUESTS (200), DEMO_LIMIT (4), DEMO_CLOSE_RATIO (0.25),
@@ -63,7 +66,11 @@ vm_start || fail "VictoriaMetrics did not start"
 step victoria "$VM_URL (pid $VM_PID), OTLP at /opentelemetry/v1/metrics"
 
 # 3. servers: uvicorn/FastAPI on two ports, plus a refused port and a full listener
-"$PY" scripts/demo/server.py --ports 2 --latency-ms 2,30 --full --refused \
+env LD_PRELOAD="$SO" \
+	OTEL_EXPORTER_OTLP_METRICS_ENDPOINT="$VM_OTLP_URL" \
+	OTEL_METRIC_EXPORT_INTERVAL=1000 \
+	OTEL_SERVICE_NAME=demo-servers \
+	"$PY" scripts/demo/server.py --ports 2 --latency-ms 2,30 --full --refused \
 	>"$WORK/server.json" 2>"$WORK/server.log" &
 SERVER_PID=$!
 for _ in $(seq 200); do
@@ -76,10 +83,12 @@ read -r P_POLICY P_JUDGE P_ADMIN P_SLOW P_GHOST < <("$PY" -c '
 import json, sys
 d = json.load(open(sys.argv[1]))
 print(*d["ports"], d["admin"], d["full"], d["refused"])' "$WORK/server.json")
-step servers "policy :$P_POLICY, judge :$P_JUDGE (uvicorn/FastAPI, 2-30 ms), ghost :$P_GHOST (refused), slow :$P_SLOW (accept queue full)"
+step servers "policy :$P_POLICY, judge :$P_JUDGE (uvicorn/FastAPI under the shim: /v1/work 2-30 ms, /run, /verify),"
+step "" "ghost :$P_GHOST (refused), slow :$P_SLOW (accept queue full)"
 
 # 4. the workload, under the shim
-step workload "$REQUESTS requests round-robin, aiohttp pool limit $LIMIT, ${CLOSE_RATIO} of them 'Connection: close';"
+step workload "$REQUESTS requests round-robin (GET /v1/work on both, POST /run, POST /verify), aiohttp pool limit $LIMIT,"
+step "" "${CLOSE_RATIO} of them 'Connection: close';"
 step "" "+ $GHOST to ghost, + $SLOW to slow (connect timeout ${CONNECT_TIMEOUT} s); export every 1000 ms"
 t0=$(date +%s.%N)
 rc=0
@@ -91,6 +100,8 @@ env LD_PRELOAD="$SO" \
 	timeout 120 "$PY" scripts/demo/client.py \
 	--target "policy=http://127.0.0.1:$P_POLICY/v1/work" \
 	--target "judge=http://127.0.0.1:$P_JUDGE/v1/work" \
+	--target "agent=http://127.0.0.1:$P_POLICY/run" --post agent \
+	--target "resources=http://127.0.0.1:$P_JUDGE/verify" --post resources \
 	--requests "$REQUESTS" --limit "$LIMIT" --close-ratio "$CLOSE_RATIO" \
 	--extra "ghost=http://127.0.0.1:$P_GHOST/,$GHOST" --extra "slow=http://127.0.0.1:$P_SLOW/,$SLOW" \
 	--connect-timeout "$CONNECT_TIMEOUT" >"$WORK/client.json" 2>"$WORK/client.log" || rc=$?
@@ -113,4 +124,4 @@ s = json.load(sys.stdin)
 print(json.dumps({"policy": s.get(sys.argv[1], 0), "judge": s.get(sys.argv[2], 0)}))' "$P_POLICY" "$P_JUDGE")
 echo
 "$PY" scripts/demo/report.py --vm "$VM_URL" --dests policy,judge,ghost,slow \
-	--accepted "$ACCEPTED" --expected "{\"ghost\": $GHOST, \"slow\": $SLOW}"
+	--accepted "$ACCEPTED" --expected "{\"ghost\": $GHOST, \"slow\": $SLOW}" --client "$WORK/client.json"

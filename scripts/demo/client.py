@@ -10,7 +10,8 @@
 share of them asks the server to close the connection afterwards
 (`Connection: close`), so the pool must open new connections; `--force-close`
 makes every request use a new connection. `--extra name=url,count` adds
-`count` requests expected to fail (refused, or timing out on connect).
+`count` requests expected to fail (refused, or timing out on connect);
+`--post name` sends that target's requests as POST with a JSON body.
 Prints one JSON line: {"ok": {name: n}, "failed": {name: {error: n}}}.
 """
 import argparse
@@ -30,6 +31,7 @@ def parse_target(s):
 
 async def run(args):
     targets = [parse_target(t) for t in args.target]
+    posts = set(args.post)
     extras = []
     for e in args.extra:
         name, rest = e.split("=", 1)
@@ -45,7 +47,8 @@ async def run(args):
         async with sem:
             headers = {"Connection": "close"} if close else None
             try:
-                async with session.get(url, headers=headers) as resp:
+                method = "POST" if name in posts else "GET"
+                async with session.request(method, url, headers=headers, json={} if method == "POST" else None) as resp:
                     await resp.read()
                     if resp.status == 200:
                         ok[name] = ok.get(name, 0) + 1
@@ -77,6 +80,7 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--target", action="append", default=[])
     ap.add_argument("--extra", action="append", default=[])
+    ap.add_argument("--post", action="append", default=[], help="names of targets sent as POST with a JSON body")
     ap.add_argument("--requests", type=int, default=200)
     ap.add_argument("--limit", type=int, default=4)
     ap.add_argument("--concurrency", type=int, default=32)

@@ -20,6 +20,10 @@ CONNECT = "gym.http.connection_pool.connect_total"
 QUEUE = "gym.http.connection_pool.queue_duration_ms"
 DEST = "nemo.gym.http.destination.server.name"
 OUTCOME = "nemo.gym.http.connection_pool.queue_outcome"
+SERVER = "http.server.request.duration"
+CLIENT = "http.client.request.duration"
+ROUTE, METHOD, STATUS = "http.route", "http.request.method", "http.response.status_code"
+ROLLOUT, VERIFY, SUCCESS = "gym.rollout.duration_ms", "gym.verify.duration_ms", "gym.verify.success_rate"
 
 
 class VM:
@@ -73,6 +77,7 @@ def main():
     ap.add_argument("--expected", default="{}", help="known connects per destination without a server count")
     ap.add_argument("--dests", required=True)
     ap.add_argument("--timeout", type=float, default=30)
+    ap.add_argument("--client", help="the client's own result (client.py's JSON): ground truth per route")
     args = ap.parse_args()
     vm = VM(args.vm)
     dests = args.dests.split(",")
@@ -120,8 +125,73 @@ def main():
     print("  or the client's attempts (ghost, slow); queued = non-blocking connects that had to wait;")
     print("  p50/p99 = histogram_quantile over the _bucket series (linear within a bucket)")
     bad = [r for r in rows if r[3] == "MISMATCH"]
+    if args.client:
+        bad += http_report(vm, json.load(open(args.client)), args.timeout)
     if bad:
         sys.exit(2)
+
+
+def http_report(vm, client, timeout):
+    """Requests per route on the servers, against what the client saw."""
+    # client target name -> (route, method) it was sent to
+    targets = {"policy": ("/v1/work", "GET"), "judge": ("/v1/work", "GET"), "agent": ("/run", "POST"),
+               "resources": ("/verify", "POST")}
+    truth = {}
+    for name, (route, method) in targets.items():
+        n_ok = client["ok"].get(name, 0)
+        if n_ok:
+            truth[(route, method, "200")] = truth.get((route, method, "200"), 0) + n_ok
+        for err, n in client["failed"].get(name, {}).items():
+            if err.startswith("http_"):
+                key = (route, method, err[5:])
+                truth[key] = truth.get(key, 0) + n
+    sel = 'service.name="demo-servers"'
+    q = f'sum by ({ROUTE}, {METHOD}, {STATUS}) ({{__name__="{SERVER}_count", {sel}}})'
+    deadline = time.monotonic() + timeout
+    while True:
+        vm.flush()
+        counts = vm.by(q, ROUTE, METHOD, STATUS)
+        if all(counts.get(k, 0) >= n for k, n in truth.items()) or time.monotonic() > deadline:
+            break
+        time.sleep(0.25)
+    p50 = vm.by(f'histogram_quantile(0.5, sum by (le, {ROUTE}) ({{__name__="{SERVER}_bucket", {sel}}}))', ROUTE)
+    p99 = vm.by(f'histogram_quantile(0.99, sum by (le, {ROUTE}) ({{__name__="{SERVER}_bucket", {sel}}}))', ROUTE)
+    rows, bad = [], []
+    for key in sorted(set(counts) | set(truth)):
+        route, method, status = key
+        c, t = counts.get(key), truth.get(key)
+        match = "" if t is None else ("ok" if c is not None and int(c) == t else "MISMATCH")
+        if match == "MISMATCH":
+            bad.append(key)
+        rows.append([route, method, status, fmt_n(c), fmt_n(t), match,
+                     fmt_ms(p50.get(route, math.nan) * 1000), fmt_ms(p99.get(route, math.nan) * 1000)])
+    print()
+    print("HTTP requests on the servers (http.server.request.duration, derived from the socket bytes):")
+    print()
+    print(table(["route", "method", "status", "requests", "client saw", "", "p50 ms", "p99 ms"], rows,
+                "<<<>><>>"))
+    csel = 'service.name="demo-client"'
+    per_dest = vm.by(f'sum by ({DEST}, {STATUS}) ({{__name__="{CLIENT}_count", {csel}}})', DEST, STATUS)
+    print()
+    print("  client side (http.client.request.duration): " +
+          ", ".join(f"{d} {s} x{int(n)}" for (d, s), n in sorted(per_dest.items())))
+    def scalar(promql):
+        r = vm.query(promql)
+        return float(r[0]["value"][1]) if r else None
+    rollouts = scalar(f'sum({{__name__="{ROLLOUT}_count", {sel}}})')
+    verifies = scalar(f'sum({{__name__="{VERIFY}_count", {sel}}})')
+    rate = scalar(f'max({{__name__="{SUCCESS}", {sel}}})')
+    vmean = scalar(f'sum({{__name__="{VERIFY}_sum", {sel}}}) / sum({{__name__="{VERIFY}_count", {sel}}})')
+    if rate is None:
+        print("  Gym endpoints: none seen")
+    else:
+        print(f"  Gym endpoints: {fmt_n(rollouts)} rollouts (gym.rollout.duration_ms), {fmt_n(verifies)} "
+              f"verifications (gym.verify.duration_ms, mean {fmt_ms(vmean)} ms), success rate {rate:.3f}")
+    ok = client["ok"].get("resources", 0)
+    total = ok + sum(client["failed"].get("resources", {}).values())
+    if total:
+        print(f"  (the client saw {ok} of {total} verifications succeed: {ok / total:.3f})")
+    return bad
 
 
 if __name__ == "__main__":

@@ -24,6 +24,7 @@ import time
 
 import uvicorn
 from fastapi import FastAPI
+from fastapi.responses import JSONResponse
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
 accepted = {}            # local port -> accepted connections
@@ -51,6 +52,22 @@ def make_app(latency):
         if latency[1] > 0:
             await asyncio.sleep(random.uniform(*latency) / 1000.0)
         return {"ok": True}
+
+    # NeMo Gym's endpoints, as an agent server (/run) and a resources server
+    # (/verify) answer them: some rollouts fail, some verifications raise.
+    @app.post("/run")
+    async def run():
+        await asyncio.sleep(random.uniform(10, 40) / 1000.0)
+        if random.random() < 0.1:
+            return JSONResponse({"error": "rollout failed"}, status_code=500)
+        return {"reward": random.random()}
+
+    @app.post("/verify")
+    async def verify():
+        await asyncio.sleep(random.uniform(2, 10) / 1000.0)
+        if random.random() < 0.25:
+            return JSONResponse({"error": "verifier raised"}, status_code=500)
+        return {"reward": 1.0}
 
     @app.get("/stats")
     async def stats():
