@@ -4,6 +4,7 @@
 #include <sys/mman.h>
 
 #include "check.h"
+#include "ssl.h"
 
 _Atomic(struct nl_fd *) nl_fd_chunks[NL_FD_CHUNK_SLOTS];
 _Atomic unsigned nl_fd_watching;
@@ -143,4 +144,5 @@ void nl_fd_atfork_child(void)
 			atomic_store(&chunk[i].watch, 0);
 		}
 	}
+	nl_ssl_atfork_child();   /* and so are those over TLS */
 }

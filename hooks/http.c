@@ -155,8 +155,10 @@ static void request_host(struct nl_httpconn *c, const char *host, size_t n)
 	atomic_store_explicit(&c->host, (int16_t)id, memory_order_relaxed);
 	atomic_store_explicit(&c->port, (uint16_t)port, memory_order_relaxed);
 	if (c->flags & NL_HTTPCONN_DEST_BY_NAME) {
-		const char *colon = n && host[0] != '[' ? memchr(host, ':', n) : NULL;
-		int d = nl_dest_match_name(host, colon ? (size_t)(colon - host) : n, (int)port);
+		/* the name without its port: "name:port", "[v6]:port" */
+		const char *end = n && host[0] == '[' ? memchr(host, ']', n) : NULL;
+		end = end ? end + 1 : memchr(host, ':', n);
+		int d = nl_dest_match_name(host, end ? (size_t)(end - host) : n, (int)port);
 		if (d != NL_DEST_EXTERNAL)
 			atomic_store_explicit(&c->dest, (int16_t)d, memory_order_relaxed);
 	}
@@ -389,12 +391,13 @@ bool nl_httpconn_opaque(struct nl_httpconn *c, int out, size_t n)
 	return active;
 }
 
-void nl_httpconn_end(struct nl_httpconn *c)
+bool nl_httpconn_end(struct nl_httpconn *c)
 {
 	/* Both directions are claimed: the end may come from one thread's read
-	 * while another writes. If one is being fed, the end is left to SSL_free. */
+	 * while another writes. */
+	bool done = false;
 	if (atomic_exchange_explicit(&c->busy[0], 1, memory_order_acquire))
-		return;
+		return false;
 	if (!atomic_exchange_explicit(&c->busy[1], 1, memory_order_acquire)) {
 		if (atomic_load_explicit(&c->fed, memory_order_acquire) == 2) {
 			struct feed f = { c, 0 };
@@ -402,9 +405,11 @@ void nl_httpconn_end(struct nl_httpconn *c)
 				nl_h1_close(&c->h1, on_event, &f);
 			drop_open(c);
 		}
+		done = true;
 		atomic_store_explicit(&c->busy[1], 0, memory_order_release);
 	}
 	atomic_store_explicit(&c->busy[0], 0, memory_order_release);
+	return done;
 }
 
 int nl_http_fd_handoff(int fd)

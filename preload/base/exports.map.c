@@ -8,6 +8,8 @@
   global:
     NL_REAL_FUNCS(NL_EXPORTED)
     NL_REAL_FUNCS_BY_HAND(NL_EXPORTED)
+    NL_SSL_FUNCS(NL_EXPORTED)
+    NL_SSL_FUNCS_BY_HAND(NL_EXPORTED)
     nemolens_*;
   local:
     *;

@@ -47,6 +47,25 @@
 	X(int, getaddrinfo, (const char *a, const char *b, const struct addrinfo *c, struct addrinfo **d), \
 	  (a, b, c, d))
 
+/* The OpenSSL (libssl 3) functions the shim interposes: not libc's, so they
+ * have a resolver of their own (real_ssl.h), which finds libssl lazily: a
+ * program that never loads it pays nothing. They are exported like the libc
+ * ones. SSL is libssl's opaque struct ssl_st; the shim never needs its headers.
+ * X(return type, name, parameters, arguments, what to return when libssl
+ * cannot be found) */
+#define NL_SSL_FUNCS(X)                                                                                \
+	X(int, SSL_read, (SSL *a, void *b, int c), (a, b, c), -1)                                      \
+	X(int, SSL_read_ex, (SSL *a, void *b, size_t c, size_t *d), (a, b, c, d), 0)                   \
+	X(int, SSL_peek, (SSL *a, void *b, int c), (a, b, c), -1)                                      \
+	X(int, SSL_peek_ex, (SSL *a, void *b, size_t c, size_t *d), (a, b, c, d), 0)                   \
+	X(int, SSL_write, (SSL *a, const void *b, int c), (a, b, c), -1)                               \
+	X(int, SSL_write_ex, (SSL *a, const void *b, size_t c, size_t *d), (a, b, c, d), 0)            \
+	X(ssize_t, SSL_sendfile, (SSL *a, int b, off_t c, size_t d, int e), (a, b, c, d, e), -1)       \
+	X(int, SSL_shutdown, (SSL *a), (a), -1)
+
+#define NL_SSL_FUNCS_BY_HAND(X)                  \
+	X(void, SSL_free, (SSL *))
+
 /* The ones whose first-call stub cannot be generated (variadic, or void) are
  * written out in real.c. */
 #define NL_REAL_FUNCS_BY_HAND(X)                 \

@@ -376,6 +376,50 @@ int nl_dest_match(const struct sockaddr *sa, socklen_t len)
 	return NL_DEST_EXTERNAL;
 }
 
+/* An address literal ("1.2.3.4", "[::1]") with a known port, matched as
+ * connect() would match it; NL_DEST_NONE when name is not one. */
+static int literal_match(const char *name, size_t len, int port)
+{
+	char buf[INET6_ADDRSTRLEN + 1];
+	if (len && name[0] == '[' && name[len - 1] == ']')
+		name++, len -= 2;
+	if (port < 0 || len == 0 || len >= sizeof buf)
+		return NL_DEST_NONE;
+	memcpy(buf, name, len);
+	buf[len] = 0;
+	struct sockaddr_in in4 = { .sin_family = AF_INET, .sin_port = htons((uint16_t)port) };
+	if (inet_pton(AF_INET, buf, &in4.sin_addr) == 1)
+		return nl_dest_match((struct sockaddr *)&in4, sizeof in4);
+	struct sockaddr_in6 in6 = { .sin6_family = AF_INET6, .sin6_port = htons((uint16_t)port) };
+	if (inet_pton(AF_INET6, buf, &in6.sin6_addr) == 1)
+		return nl_dest_match((struct sockaddr *)&in6, sizeof in6);
+	return NL_DEST_NONE;
+}
+
+int nl_dest_match_name(const char *name, size_t len, int port)
+{
+	if (!name)
+		return NL_DEST_EXTERNAL;
+	if (len && name[len - 1] == '.')
+		len--;
+	if (len == 0 || n_rules == 0)
+		return NL_DEST_EXTERNAL;
+	if ((name[0] >= '0' && name[0] <= '9') || name[0] == '[') {
+		int d = literal_match(name, len, port);
+		if (d != NL_DEST_NONE)
+			return d;
+	}
+	for (int i = 0; i < n_rules; i++) {
+		const struct rule *r = &rules[i];
+		if (r->kind != RULE_HOST || (port >= 0 && r->port >= 0 && r->port != port))
+			continue;
+		const char *h = hosts[r->host];
+		if (strncasecmp(h, name, len) == 0 && h[len] == '\0')
+			return r->dest;
+	}
+	return NL_DEST_EXTERNAL;
+}
+
 static void remember(int host, int family, const unsigned char *addr)
 {
 	if (resolved_for(host, family, addr))

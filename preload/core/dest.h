@@ -42,6 +42,15 @@ void nl_dest_reset(void);
  * address is not one the shim counts (AF_UNSPEC, a Unix path no rule names). */
 int nl_dest_match(const struct sockaddr *addr, socklen_t len);
 
+/* The destination index for a connection known only by a host name (TLS
+ * whose SSL object has no socket: the SNI name, or a request's Host): the
+ * first host:port rule naming that host (case-insensitive, a trailing dot
+ * ignored) whose port matches; port -1 (unknown) matches any. An address
+ * literal ("10.0.0.5", "[fd00::1]") with a known port is matched as
+ * nl_dest_match would match that address. NL_DEST_EXTERNAL when nothing
+ * matches. Lock-free, no allocation. */
+int nl_dest_match_name(const char *name, size_t len, int port);
+
 /* The attribute value for a destination index. */
 const char *nl_dest_name(int index);
 /* The number of named destinations (indices 1..n). */

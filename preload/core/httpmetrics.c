@@ -173,20 +173,21 @@ static struct cell cells[CELLS];
 
 static struct nl_instrument *i_server, *i_active, *i_req_body, *i_resp_body, *i_client, *i_server_old;
 static struct nl_instrument *i_rollout, *i_verify, *i_success;
-static struct nl_series *s_active[NL_HTTP_METHODS_MAX + 1];
+static struct nl_series *s_active[2][NL_HTTP_METHODS_MAX + 1];   /* by TLS, method */
 static struct nl_series *s_rollout, *s_verify, *s_success;
 static int route_rollout = NL_ROUTE_NONE, route_verify = NL_ROUTE_NONE;
 static _Atomic uint64_t verify_all, verify_completed;
 static char status_text[1000][4];
 
 static const char *version_text(unsigned minor) { return minor ? "1.1" : "1.0"; }
+static const char *scheme_text(bool tls) { return tls ? "https" : "http"; }
 
 static uint64_t pack(bool client, const struct nl_http_exchange *x)
 {
 	uint64_t id = client ? (uint64_t)(x->host + 1) & 0x1ff : (uint64_t)(x->route + 2) & 0xffff;
 	return 1u | (uint64_t)client << 1 | (uint64_t)(x->method & 0xf) << 2 | (uint64_t)(x->status % 1000) << 6 |
 	       (uint64_t)(x->version_minor & 1) << 16 | id << 17 | (uint64_t)(x->port & 0xffff) << 33 |
-	       (uint64_t)((unsigned)x->dest & 0x1ff) << 49;
+	       (uint64_t)((unsigned)x->dest & 0x1ff) << 49 | (uint64_t)(!client && x->tls) << 58;
 }
 
 /* The attributes of a server exchange, stable name first, in the order the
@@ -199,7 +200,7 @@ static size_t server_attrs(const struct nl_http_exchange *x, struct nl_attr *a)
 		a[n++] = NL_ATTR_I("http.response.status_code", x->status);
 	if (x->route >= 0)
 		a[n++] = NL_ATTR_S("http.route", nl_route_name(x->route));
-	a[n++] = NL_ATTR_S("url.scheme", "http");
+	a[n++] = NL_ATTR_S("url.scheme", scheme_text(x->tls));
 	a[n++] = NL_ATTR_S("network.protocol.version", version_text(x->version_minor));
 	if (!x->status)
 		a[n++] = NL_ATTR_S("error.type", "connection_closed");
@@ -216,7 +217,7 @@ static size_t server_attrs_old(const struct nl_http_exchange *x, struct nl_attr 
 		a[n++] = NL_ATTR_I("http.status_code", x->status);
 	if (x->route >= 0)
 		a[n++] = NL_ATTR_S("http.target", nl_route_name(x->route));
-	a[n++] = NL_ATTR_S("http.scheme", "http");
+	a[n++] = NL_ATTR_S("http.scheme", scheme_text(x->tls));
 	a[n++] = NL_ATTR_S("http.flavor", version_text(x->version_minor));
 	return n;
 }
@@ -296,17 +297,17 @@ static struct nl_series *series_of(struct cell *c, int which, struct nl_instrume
 
 /* ---- recording ------------------------------------------------------------- */
 
-void nl_http_server_started(unsigned method)
+void nl_http_server_started(unsigned method, bool tls)
 {
 	nl_runtime_kick();   /* a server that never connects has to start the exporter too */
-	if (s_active[method])
-		nl_updown_add(s_active[method], 1);
+	if (s_active[tls][method])
+		nl_updown_add(s_active[tls][method], 1);
 }
 
-void nl_http_server_ended(unsigned method)
+void nl_http_server_ended(unsigned method, bool tls)
 {
-	if (s_active[method])
-		nl_updown_add(s_active[method], -1);
+	if (s_active[tls][method])
+		nl_updown_add(s_active[tls][method], -1);
 }
 
 void nl_http_server_done(const struct nl_http_exchange *x)
@@ -381,9 +382,15 @@ void nl_httpmetrics_init(const struct nl_config *cfg)
 	for (unsigned m = 0; m <= NL_HTTP_METHODS_MAX; m++) {
 		if (m >= n_methods && m != NL_HTTP_METHODS_MAX)
 			continue;
-		struct nl_attr a[4] = { NL_ATTR_S("http.request.method", methods[m]), NL_ATTR_S("url.scheme", "http"),
-					NL_ATTR_S("http.method", methods[m]), NL_ATTR_S("http.scheme", "http") };
-		s_active[m] = nl_series_get(i_active, a, semconv_dup ? 4 : 2);
+		/* A series is exported once it has a value: a program without TLS
+		 * exports no https ones. */
+		for (int tls = 0; tls < 2; tls++) {
+			struct nl_attr a[4] = { NL_ATTR_S("http.request.method", methods[m]),
+						NL_ATTR_S("url.scheme", scheme_text(tls)),
+						NL_ATTR_S("http.method", methods[m]),
+						NL_ATTR_S("http.scheme", scheme_text(tls)) };
+			s_active[tls][m] = nl_series_get(i_active, a, semconv_dup ? 4 : 2);
+		}
 	}
 	gym_on = cfg->gym_endpoints && cfg->http_server;
 	if (gym_on) {

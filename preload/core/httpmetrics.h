@@ -32,9 +32,10 @@ int nl_http_route(const char *target, size_t n, bool truncated);
  * when the table of hosts is full. */
 int nl_http_host(const char *host, size_t n, unsigned *port);
 
-/* A request was read (server) and is now in flight / was answered or dropped. */
-void nl_http_server_started(unsigned method);
-void nl_http_server_ended(unsigned method);
+/* A request was read (server) and is now in flight / was answered or
+ * dropped; tls: it came over TLS (url.scheme "https"). */
+void nl_http_server_started(unsigned method, bool tls);
+void nl_http_server_ended(unsigned method, bool tls);
 
 /* One finished exchange. status 0 means the connection ended before a
  * complete response (error.type connection_closed). */
@@ -46,6 +47,7 @@ struct nl_http_exchange {
 	int dest;               /* client: destination index (dest.h) */
 	unsigned status;
 	unsigned version_minor;
+	bool tls;               /* server: url.scheme "https" (client: no url.scheme attribute) */
 	uint64_t duration_ns;
 	uint64_t request_body;
 	uint64_t response_body;

@@ -38,6 +38,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		nl_dest_match((struct sockaddr *)&un, sizeof un),
 		nl_dest_match((struct sockaddr *)&in, 3),
 	};
+	/* TLS: the input as a server name or Host name, its bytes read no further than size. */
+	int by_name[2] = { nl_dest_match_name((const char *)data, size, -1),
+			   nl_dest_match_name((const char *)data, size, 443) };
+	for (int i = 0; i < 2; i++)
+		if (by_name[i] == NL_DEST_NONE || strlen(nl_dest_name(by_name[i])) == 0)
+			abort();
 	for (int i = 0; i < 4; i++)
 		if (d[i] != NL_DEST_NONE && strlen(nl_dest_name(d[i])) == 0)
 			abort();   /* every destination has a name */

@@ -394,6 +394,56 @@ Test(dest, hostname_resolved_to_v4_mapped_matches_v4_connect)
 	cr_assert_eq(match6("::ffff:203.0.113.8", 443), 1);
 }
 
+/* ---- by name (TLS: SNI, Host) ---------------------------------------------------- */
+
+static int by_name(const char *name, int port) { return nl_dest_match_name(name, strlen(name), port); }
+
+Test(dest, name_matches_host_rules_without_resolution)
+{
+	cr_assert_eq(nl_dest_configure("a=api.example.com:443,b=10.0.0.0/8,c=svc:*"), 3);
+	cr_assert_eq(by_name("api.example.com", -1), 1);
+	cr_assert_eq(by_name("API.Example.Com", 443), 1);
+	cr_assert_eq(by_name("api.example.com.", 443), 1);   /* absolute name */
+	cr_assert_eq(by_name("api.example.com", 8443), NL_DEST_EXTERNAL);
+	cr_assert_eq(by_name("svc", 1), 3);
+	cr_assert_eq(by_name("svc", -1), 3);
+	cr_assert_eq(by_name("api.example.co", -1), NL_DEST_EXTERNAL);
+	cr_assert_eq(by_name("api.example.com.evil", -1), NL_DEST_EXTERNAL);
+	cr_assert_eq(by_name("", -1), NL_DEST_EXTERNAL);
+	cr_assert_eq(by_name(".", -1), NL_DEST_EXTERNAL);
+	cr_assert_eq(nl_dest_match_name(NULL, 0, -1), NL_DEST_EXTERNAL);
+	/* a length shorter than the string: only that prefix is the name */
+	cr_assert_eq(nl_dest_match_name("svc:8000", 3, 8000), 3);
+}
+
+Test(dest, name_first_matching_rule_and_port)
+{
+	cr_assert_eq(nl_dest_configure("one=localhost:1,two=localhost:8443,three=localhost:*"), 3);
+	cr_assert_eq(by_name("localhost", -1), 1);     /* port unknown: the first */
+	cr_assert_eq(by_name("localhost", 8443), 2);
+	cr_assert_eq(by_name("localhost", 443), 3);
+}
+
+Test(dest, name_address_literals_match_as_addresses)
+{
+	cr_assert_eq(nl_dest_configure("a=127.0.0.1:8443,b=[::1]:9000,c=10.0.0.0/8"), 3);
+	cr_assert_eq(by_name("127.0.0.1", 8443), 1);
+	cr_assert_eq(by_name("127.0.0.1", 443), NL_DEST_EXTERNAL);
+	cr_assert_eq(by_name("127.0.0.1", -1), NL_DEST_EXTERNAL);   /* no port: not an address */
+	cr_assert_eq(by_name("[::1]", 9000), 2);
+	cr_assert_eq(by_name("::1", 9000), NL_DEST_EXTERNAL);     /* a Host header brackets it */
+	cr_assert_eq(by_name("10.1.2.3", 1), 3);
+	cr_assert_eq(by_name("10.1.2.300", 1), NL_DEST_EXTERNAL);
+	cr_assert_eq(by_name("[::1", 9000), NL_DEST_EXTERNAL);
+}
+
+Test(dest, name_without_rules_is_external)
+{
+	cr_assert_eq(nl_dest_configure(""), 0);
+	cr_assert_eq(by_name("localhost", 443), NL_DEST_EXTERNAL);
+	cr_assert_eq(by_name("127.0.0.1", 443), NL_DEST_EXTERNAL);
+}
+
 /* ---- unix:/path --------------------------------------------------------------- */
 
 Test(dest, unix_path)
