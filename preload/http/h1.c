@@ -2,12 +2,18 @@
  * bytes as they come.
  *
  * Two paths give the same results (the unit tests and the fuzz target hold
- * them to it): whole lines in the bytes of one call are taken at once, with
- * 16-byte SSE2 scans for '\n' and ':' and word compares; anything else (a
- * line split across calls, an unusual byte) goes byte by byte through the
- * states. Only the request line, the status line, Host, Content-Length and
- * Transfer-Encoding are looked into; other field lines are only checked for
- * a ':'. Body bytes are counted, never read.
+ * them to it). The quick one takes a message head whose bytes are all in
+ * one call of 32 bytes or more, the usual case, in one go: the start line
+ * by word compares, each field line from two 16-byte SSE2 loads at its start
+ * (its '\n', and its first ':' for the one check a line of no interest
+ * gets), Content-Length and Host values at once, the head's events from one
+ * event struct, and a Content-Length body the call holds by arithmetic; the
+ * state is written where the message ends, or where it hands over. The
+ * other goes through the states: whole lines at once where it can, byte by
+ * byte where a line is split across calls or unusual. Only the request
+ * line, the status line, Host, Content-Length and Transfer-Encoding are
+ * looked into; other field lines are only checked for a ':'. Body bytes are
+ * counted, never read.
  *
  * Pending requests: the request stream pushes a request to the ring when its
  * request line is complete (after reporting REQ_LINE); the response stream
@@ -45,8 +51,9 @@ _Static_assert(256 % NL_H1_PIPELINE == 0, "ring indexes wrap at 256");
 _Static_assert(NL_H1_METHOD_MAX + NL_H1_TARGET_MAX <= 255 && NL_H1_HOST_MAX <= NL_H1_METHOD_MAX + NL_H1_TARGET_MAX,
 	       "buf and its uint8_t length");
 
-/* The byte-wise paths, kept out of the quick ones. */
+/* The byte-wise paths, kept out of the quick ones; the quick ones in one piece. */
 #define NOINLINE __attribute__((noinline))
+#define QUICK inline __attribute__((always_inline))
 
 #define START_LINE_MAX 16384    /* request line: method, SP, target, SP */
 #define FIELD_LINE_MAX 8192     /* field line, status line, chunk size line, CRLF included */
@@ -101,6 +108,7 @@ struct run {
 	void *ctx;
 	const uint8_t *end;     /* end of this call's bytes */
 	bool wide;              /* this call has 16 bytes or more */
+	bool wide32;            /* 32 or more */
 	bool req;
 };
 
@@ -174,6 +182,20 @@ static inline __m128i run16(const struct run *r, const uint8_t *q, unsigned *shi
 	return _mm_loadu_si128((const __m128i *)(const void *)(r->end - 16));
 }
 
+/* The index of the lowest set bit of x, not 0, as a size_t for addresses:
+ * one instruction, where __builtin_ctzll's int may cost a sign extension
+ * and a register clear besides. */
+static inline size_t low_bit(uint64_t x)
+{
+#if defined(__x86_64__) && !defined(__clang__)
+	uint64_t i;
+	__asm__("bsfq %1, %0" : "=r"(i) : "rm"(x) : "cc");
+	return (size_t)i;
+#else
+	return (size_t)__builtin_ctzll(x);
+#endif
+}
+
 static inline unsigned eq_mask(__m128i v, char c)
 {
 	return (unsigned)_mm_movemask_epi8(_mm_cmpeq_epi8(v, _mm_set1_epi8(c)));
@@ -242,11 +264,28 @@ static inline unsigned ring_slot(uint8_t i)
 }
 
 /* Events are dropped once the other direction stopped the connection. */
-static void emit(const struct run *r, struct nl_h1_event *ev)
+static QUICK void emit(const struct run *r, struct nl_h1_event *ev)
 {
 	if (!atomic_load_explicit(&r->h->stopped, memory_order_relaxed))
 		r->sink(r->ctx, ev);
 }
+
+#ifdef NL_H1_SIMD
+/* An event with every field empty, by 16-byte stores (a struct of 88 bytes
+ * may otherwise be cleared by a slow string instruction). */
+static inline void ev_clear(struct nl_h1_event *ev)
+{
+	_Static_assert(sizeof *ev > 64 && sizeof *ev <= 96, "ev_clear");
+	char *b = (char *)ev;
+	__m128i z = _mm_setzero_si128();
+	_mm_storeu_si128((__m128i *)(void *)b, z);
+	_mm_storeu_si128((__m128i *)(void *)(b + 16), z);
+	_mm_storeu_si128((__m128i *)(void *)(b + 32), z);
+	_mm_storeu_si128((__m128i *)(void *)(b + 48), z);
+	_mm_storeu_si128((__m128i *)(void *)(b + sizeof *ev - 32), z);
+	_mm_storeu_si128((__m128i *)(void *)(b + sizeof *ev - 16), z);
+}
+#endif
 
 static void emit_simple(const struct run *r, enum nl_h1_event_type type, unsigned slot)
 {
@@ -430,65 +469,6 @@ static const uint8_t *parse_target(const struct run *r, const uint8_t *p, const 
 	s->sub = 0;
 	s->state = S_REQ_VERSION;
 	return parse_req_version(r, q + 1, e);
-}
-
-/* A whole request line with an uppercase method, at once: past it, or p
- * when it is not that simple (the byte-wise states then take it from the
- * start), or NULL. */
-static const uint8_t *request_line(const struct run *r, const uint8_t *p, const uint8_t *e)
-{
-#ifdef NL_H1_SIMD
-	struct nl_h1_half *s = r->s;
-	if (e - p < 32)
-		return p;
-	__m128i v = _mm_loadu_si128((const __m128i *)(const void *)p);
-	unsigned sp = eq_mask(v, ' ');
-	__m128i up = _mm_sub_epi8(v, _mm_set1_epi8('A'));
-	unsigned upper = (unsigned)_mm_movemask_epi8(_mm_cmpeq_epi8(_mm_min_epu8(up, _mm_set1_epi8(25)), up));
-	unsigned m = sp ? (unsigned)__builtin_ctz(sp) : 16;   /* method length: SP at 1..15 */
-	unsigned mbits = (1u << m) - 1;
-	if (m == 16 || (upper & mbits) != mbits)
-		return p;
-	const uint8_t *t = p + m + 1, *q = NULL;
-	if (e - t >= 16) {
-		/* Most targets end in their first 16 bytes. */
-		unsigned ctl = ctl_mask(_mm_loadu_si128((const __m128i *)(const void *)t));
-		if (ctl)
-			q = t + __builtin_ctz(ctl);
-	}
-	if (!q)
-		q = find_ctl(r, t, e);
-	size_t n = (size_t)(q - t);
-	/* SP "HTTP/1.x" CR LF: 11 bytes from q. */
-	if (e - q < 11 || *q != ' ' || !n || m + n + 2 > START_LINE_MAX)
-		return p;
-	int minor = version_word(q + 1);
-	int eol = q[9] == '\n' ? 1 : q[9] == '\r' && q[10] == '\n' ? 2 : 0;
-	if (minor < 0 || !eol)
-		return p;
-	char *buf = r->h->buf;
-	_mm_storeu_si128((__m128i *)(void *)buf, v);   /* the method, and bytes that do no harm */
-	if (n > NL_H1_TARGET_MAX) {
-		s->flags |= F_TRUNC;
-		n = NL_H1_TARGET_MAX;
-	}
-	/* Copies of a fixed size are inline; the bytes past n do no harm. */
-	if (n <= 32 && e - t >= 32)
-		memcpy(buf + m, t, 32);
-	else if (e - t >= NL_H1_TARGET_MAX)
-		memcpy(buf + m, t, NL_H1_TARGET_MAX);
-	else
-		memcpy(buf + m, t, n);
-	s->aux = (uint8_t)m;
-	s->len = (uint8_t)(m + n);
-	s->flags |= (uint16_t)(minor * F_MINOR1);
-	request_line_done(r);
-	return q + 9 + eol;
-#else
-	(void)r;
-	(void)e;
-	return p;
-#endif
 }
 
 NOINLINE static const uint8_t *parse_method(const struct run *r, const uint8_t *p, const uint8_t *e)
@@ -845,8 +825,9 @@ NOINLINE static const uint8_t *parse_value(const struct run *r, const uint8_t *p
 	return q + 1;
 }
 
-/* A whole value [v, ve) ('\n' at ve): the common forms of Content-Length
- * and Host at once, the rest byte by byte; the same outcome either way. */
+/* A whole value [v, ve) ('\n' at ve): the common form of Content-Length at
+ * once, Host with its whitespace trimmed, the rest byte by byte; the same
+ * outcome either way. */
 static bool value_line(const struct run *r, const uint8_t *v, const uint8_t *ve)
 {
 	struct nl_h1_half *s = r->s;
@@ -864,23 +845,8 @@ static bool value_line(const struct run *r, const uint8_t *v, const uint8_t *ve)
 			return cl_number(s);
 		}
 	} else if (s->field == FLD_HOST) {
+		/* Any whitespace around it (the usual form goes the quick way). */
 		const uint8_t *b = ve;
-#ifdef NL_H1_SIMD
-		if (r->end - a >= 32) {
-			__m128i v0 = _mm_loadu_si128((const __m128i *)(const void *)a);
-			__m128i v1 = _mm_loadu_si128((const __m128i *)(const void *)(a + 16));
-			unsigned m = ctl_mask(v0) | ctl_mask(v1) << 16;
-			const uint8_t *c = a + __builtin_ctz(m | 1u << 31);
-			if (m && (c == ve || (c + 1 == ve && *c == '\r'))) {
-				/* Bytes of no harm past the value. */
-				_mm_storeu_si128((__m128i *)(void *)r->h->buf, v0);
-				_mm_storeu_si128((__m128i *)(void *)(r->h->buf + 16), v1);
-				s->len = (uint8_t)(c - a);
-				return true;
-			}
-		}
-#endif
-		/* Any whitespace around it, a long one. */
 		if (b > a && b[-1] == '\r')
 			b--;
 		while (a < b && is_ws(*a))
@@ -993,35 +959,37 @@ NOINLINE static const uint8_t *parse_field(const struct run *r, const uint8_t *p
 	return p;
 }
 
-/* What a field line's first byte says: a line for the byte-wise path, or a
- * name that may matter (masked by what matters in the section at hand). */
-enum { C_SPECIAL = 1, C_C = 2, C_T = 4, C_H = 8 };
-static const uint8_t first_class[256] = {
-	['c'] = C_C, ['C'] = C_C, ['t'] = C_T, ['T'] = C_T, ['h'] = C_H, ['H'] = C_H,
-	['\r'] = C_SPECIAL, ['\n'] = C_SPECIAL, [' '] = C_SPECIAL, ['\t'] = C_SPECIAL, [':'] = C_SPECIAL,
+/* What a field line's first byte says, by section (request header, response
+ * header, trailer): L_SPECIAL for a line for the byte-wise path, else the
+ * length of a name that matters with that first letter (0: none). */
+enum { L_SPECIAL = 0x80 };
+#define LENS_SPECIAL ['\r'] = L_SPECIAL, ['\n'] = L_SPECIAL, [' '] = L_SPECIAL, ['\t'] = L_SPECIAL, [':'] = L_SPECIAL
+#define LENS_CT ['c'] = 14, ['C'] = 14, ['t'] = 17, ['T'] = 17
+static const uint8_t name_lens[3][256] = {
+	{ LENS_SPECIAL, LENS_CT, ['h'] = 4, ['H'] = 4 },
+	{ LENS_SPECIAL, LENS_CT },
+	{ LENS_SPECIAL },
 };
 
-/* The name length that goes with a first byte's class. */
-static const uint8_t class_len[C_H + 1] = { [C_C] = 14, [C_T] = 17, [C_H] = 4 };
-
-/* The field named p[0..n), by words: letters are compared with 0x20 set
- * (the mask has it at letter positions only), other bytes exactly. */
-static inline uint8_t match_name(const uint8_t *p, size_t n, unsigned cls)
+/* The field named p[0..n) (a name looked into has 4, 14 or 17 bytes), by
+ * words: letters are compared with 0x20 set (the mask has it at letter
+ * positions only), other bytes exactly. */
+static inline uint8_t match_name(const uint8_t *p, size_t n)
 {
 	const uint64_t letters = 0x2020202020202020ull;
-	switch (cls) {
-	case C_C:
-		if (n == 14 && (load64(p) | load64("\x20\x20\x20\x20\x20\x20\x20\x00")) == load64("content-") &&
+	switch (n) {
+	case 14:
+		if ((load64(p) | load64("\x20\x20\x20\x20\x20\x20\x20\x00")) == load64("content-") &&
 		    (load64(p + 6) | load64("\x20\x00\x20\x20\x20\x20\x20\x20")) == load64("t-length"))
 			return FLD_CL;
 		break;
-	case C_T:
-		if (n == 17 && (load64(p) | letters) == load64("transfer") && p[8] == '-' &&
+	case 17:
+		if ((load64(p) | letters) == load64("transfer") && p[8] == '-' &&
 		    (load64(p + 9) | letters) == load64("encoding"))
 			return FLD_TE;
 		break;
-	case C_H:
-		if (n == 4 && (load32(p) | (uint32_t)letters) == load32("host"))
+	case 4:
+		if ((load32(p) | (uint32_t)letters) == load32("host"))
 			return FLD_HOST;
 		break;
 	}
@@ -1060,13 +1028,194 @@ static inline const uint8_t *find_line(const uint8_t *p, const uint8_t *e, const
 #endif
 }
 
-/* A whole field line that may matter: p[0..colon) is its name, '\n' at nl. */
-static bool field_line(const struct run *r, const uint8_t *p, const uint8_t *colon, const uint8_t *nl, unsigned cls)
+/* A whole field line whose name p[0..colon) may matter, of n bytes: '\n' at nl. */
+static bool field_line(const struct run *r, const uint8_t *p, const uint8_t *colon, const uint8_t *nl, unsigned n)
 {
 	struct nl_h1_half *s = r->s;
-	s->field = match_name(p, (size_t)(colon - p), cls);
+	s->field = match_name(p, n);
 	return !s->field || (value_begin(r) && value_line(r, colon + 1, nl));
 }
+
+#ifdef NL_H1_SIMD
+/* The bytes of a, then b, equal to those of c, as 32 bits. */
+static inline uint32_t mask32(__m128i a, __m128i b, __m128i c)
+{
+	return (uint32_t)_mm_movemask_epi8(_mm_cmpeq_epi8(a, c)) | (uint32_t)_mm_movemask_epi8(_mm_cmpeq_epi8(b, c)) << 16;
+}
+
+/* The first '\n' at or after q, 16 bytes at a time, for a long line (NULL:
+ * none in the call); e - 16 is inside the call. */
+static inline const uint8_t *line_end(const uint8_t *q, const uint8_t *e)
+{
+	const __m128i NL = _mm_set1_epi8('\n');
+	for (; q < e; q += 16) {
+		unsigned m;
+		if (e - q >= 16) {
+			m = (unsigned)_mm_movemask_epi8(_mm_cmpeq_epi8(_mm_loadu_si128((const __m128i *)(const void *)q), NL));
+		} else {
+			unsigned sh = (unsigned)(16 - (e - q));
+			m = (unsigned)_mm_movemask_epi8(
+				    _mm_cmpeq_epi8(_mm_loadu_si128((const __m128i *)(const void *)(e - 16)), NL)) >> sh;
+		}
+		if (m)
+			return q + (unsigned)__builtin_ctz(m);
+	}
+	return NULL;
+}
+
+/* The number of the decimal digits that begin the 8 bytes w (from the lowest
+ * byte), up to 7 of them, and in *k how many there are (8: all, none read). */
+static QUICK uint64_t digits8(uint64_t w, unsigned *k)
+{
+	const uint64_t hi = 0xf0f0f0f0f0f0f0f0ull, zeros = 0x3030303030303030ull;
+	/* Nonzero bytes where w has no digit; the first of them is exact (what
+	 * carries or borrows spoil lies above it). */
+	uint64_t x = ((w & hi) ^ zeros) | (((w + 0x0606060606060606ull) & hi) ^ zeros);
+	if (!x) {
+		*k = 8;
+		return 0;
+	}
+	unsigned n = (unsigned)low_bit(x) >> 3;
+	*k = n;
+	if (!n)
+		return 0;
+	/* The digits, with leading zeros to 8, most significant in the lowest byte. */
+	uint64_t d = (w - zeros) << (64 - 8 * n);
+	d = (d * 2561) >> 8 & 0x00ff00ff00ff00ffull;
+	d = (d * 6553601) >> 16 & 0x0000ffff0000ffffull;
+	return (d * 42949672960001ull) >> 32;
+}
+
+/* A whole field line whose name, of n bytes (a length of a name that
+ * matters), may matter: ':' at p + n, '\n' at nl. Content-Length and Host in
+ * their usual forms at once, anything else by field_line; false: malformed. */
+static QUICK bool quick_value(const struct run *r, const uint8_t *p, unsigned n, const uint8_t *nl)
+{
+	struct nl_h1_half *s = r->s;
+	const uint8_t *a = p + n + 1;
+	a += *a == ' ';         /* a <= nl */
+	if (n == 14) {
+		if (match_name(p, 14) != FLD_CL)
+			return true;
+		uint64_t v;
+		unsigned k;
+		if (r->end - a >= 8) {
+			v = digits8(load64(a), &k);
+		} else {
+			/* *nl is '\n', no digit. */
+			v = 0;
+			for (k = 0; (unsigned)(a[k] - '0') < 10 && k < 8; k++)
+				v = v * 10 + (unsigned)(a[k] - '0');
+		}
+		const uint8_t *q = a + k;
+		if (k && k < 8 && (q == nl || (q + 1 == nl && *q == '\r'))) {
+			if ((s->flags & F_CL) && s->remaining != v)
+				return false;
+			s->flags |= F_CL;
+			s->remaining = v;
+			s->body_size = 0;
+			return true;
+		}
+	} else if (n == 4) {
+		if (match_name(p, 4) != FLD_HOST)
+			return true;
+		if (s->flags & F_HOST)
+			return false;   /* two Host fields */
+		if (r->end - a >= 32) {
+			__m128i v0 = _mm_loadu_si128((const __m128i *)(const void *)a);
+			unsigned m = ctl_mask(v0);
+			__m128i v1 = _mm_loadu_si128((const __m128i *)(const void *)(a + 16));
+			if (!m)
+				m = ctl_mask(v1) << 16;
+			const uint8_t *c = a + low_bit(m | 1u << 31);
+			if (m && (c == nl || (c + 1 == nl && *c == '\r'))) {
+				/* Bytes of no harm past the value. */
+				_mm_storeu_si128((__m128i *)(void *)r->h->buf, v0);
+				_mm_storeu_si128((__m128i *)(void *)(r->h->buf + 16), v1);
+				s->flags |= F_HOST;
+				s->len = (uint8_t)(c - a);
+				return true;
+			}
+		}
+	}
+	return field_line(r, p, p + n, nl, n);
+}
+
+/* Whole field lines whose ':' is in their first 32 bytes, for a call of 32
+ * bytes or more: each line's '\n' and ':' from 16-byte loads at its start
+ * (the last 32 bytes of the call near its end). Stops at the first line it
+ * does not take, for the general code (fields: lines taken so far); NULL
+ * after a fail. */
+static QUICK const uint8_t *quick_fields(const struct run *r, const uint8_t *p, const uint8_t *e, unsigned *fields,
+					 const uint8_t *lens)
+{
+	const __m128i NL = _mm_set1_epi8('\n'), CO = _mm_set1_epi8(':');
+	const uint8_t *e32 = e - 32;
+	unsigned nf = *fields;
+	while (p < e) {
+		unsigned want = lens[*p], mn, mc;
+		if (want & L_SPECIAL)
+			break;
+		if (__builtin_expect(p <= e32, 1)) {
+			__m128i v0 = _mm_loadu_si128((const __m128i *)(const void *)p);
+			__m128i v1 = _mm_loadu_si128((const __m128i *)(const void *)(p + 16));
+			mn = (unsigned)_mm_movemask_epi8(_mm_cmpeq_epi8(v0, NL)) |
+			     (unsigned)_mm_movemask_epi8(_mm_cmpeq_epi8(v1, NL)) << 16;
+			mc = (unsigned)_mm_movemask_epi8(_mm_cmpeq_epi8(v0, CO));
+		} else {
+			unsigned sh = (unsigned)(p - e32);
+			__m128i v0 = _mm_loadu_si128((const __m128i *)(const void *)e32);
+			__m128i v1 = _mm_loadu_si128((const __m128i *)(const void *)(e32 + 16));
+			mn = mask32(v0, v1, NL) >> sh;
+			mc = mask32(v0, v1, CO) >> sh;
+		}
+		/* The first ':' before the first '\n' (mn ^ (mn - 1): the bits up to
+		 * it, all of them when there is none). */
+		mc &= mn ^ (mn - 1);
+		if (__builtin_expect(!mc, 0)) {
+			/* None in the first 16 bytes: a name of 16 bytes or more? */
+			if (p > e32 || (mn & 0xffff))
+				break;
+			mc = (eq_mask(_mm_loadu_si128((const __m128i *)(const void *)(p + 16)), ':') << 16) & (mn ^ (mn - 1));
+			if (!mc)
+				break;
+		}
+		size_t ci = low_bit(mc);
+		/* *p is no ':', so ci > 0. */
+		if (__builtin_expect(*(p + ci - 1) <= ' ', 0))
+			return fail(r), NULL;
+		const uint8_t *nl;
+		if (__builtin_expect(!mn, 0)) {
+			if (p > e32)
+				break;          /* a partial line */
+			/* Longer than 32 bytes: 16 more (the last 16 of the call near its
+			 * end), then a loop. */
+			const uint8_t *q = p + 32;
+			if (q == e)
+				break;
+			const uint8_t *at = e - q >= 16 ? q : e - 16;
+			unsigned m = eq_mask(_mm_loadu_si128((const __m128i *)(const void *)at), '\n') >> (q - at);
+			if (m) {
+				nl = q + low_bit(m);
+			} else {
+				nl = e - q > 16 ? line_end(q + 16, e) : NULL;
+				if (!nl)
+					break;          /* a partial line */
+				if (nl - p >= FIELD_LINE_MAX)
+					return fail(r), NULL;
+			}
+		} else {
+			nl = p + low_bit(mn);
+		}
+		nf++;
+		if (__builtin_expect(want == ci, 0) && !quick_value(r, p, (unsigned)ci, nl))
+			return fail(r), NULL;
+		p = nl + 1;
+	}
+	*fields = nf;
+	return p;
+}
+#endif
 
 /* Field lines: whole ones at once, each found with one scan for '\n' and
  * ':'; a partial line, the empty line or an unusual first byte go the
@@ -1079,42 +1228,20 @@ static const uint8_t *parse_fields(const struct run *r, const uint8_t *p, const 
 		return p;
 	if (r->wide && !(s->flags & F_CR)) {
 		unsigned fields = s->n_headers;
-		unsigned want = C_SPECIAL;      /* names that matter here */
-		if (!(s->flags & F_TRAILER))
-			want |= r->req ? C_C | C_T | C_H : C_C | C_T;
+		const uint8_t *lens = name_lens[s->flags & F_TRAILER ? 2 : !r->req];
 		for (;;) {
 #ifdef NL_H1_SIMD
-			/* Lines of up to 32 bytes, names of up to 15, while 32 bytes are left. */
-			const __m128i NL = _mm_set1_epi8('\n'), CO = _mm_set1_epi8(':');
-			while (e - p >= 32) {
-				unsigned cls = first_class[*p] & want;
-				if (cls & C_SPECIAL)
-					break;
-				__m128i v0 = _mm_loadu_si128((const __m128i *)(const void *)p);
-				__m128i v1 = _mm_loadu_si128((const __m128i *)(const void *)(p + 16));
-				unsigned mn = (unsigned)_mm_movemask_epi8(_mm_cmpeq_epi8(v0, NL)) |
-					      (unsigned)_mm_movemask_epi8(_mm_cmpeq_epi8(v1, NL)) << 16;
-				/* The ':' in the first 16 bytes, before the '\n' (mn ^ (mn - 1):
-				 * the bits up to it). */
-				unsigned mc = (unsigned)_mm_movemask_epi8(_mm_cmpeq_epi8(v0, CO)) & (mn ^ (mn - 1));
-				if (!mn || !mc)
-					break;
-				unsigned c = (unsigned)__builtin_ctz(mc);
-				/* p[0] is no ':', so c > 0. */
-				if (p[c - 1] <= ' ')
-					return fail(r), NULL;
-				const uint8_t *nl = p + (unsigned)__builtin_ctz(mn);
-				fields++;
-				if (cls && class_len[cls] == c && !field_line(r, p, p + c, nl, cls))
-					return fail(r), NULL;
-				p = nl + 1;
+			if (r->wide32) {
+				p = quick_fields(r, p, e, &fields, lens);
+				if (!p)
+					return NULL;
 			}
 #endif
 			/* Any other whole line, one. */
 			if (p == e)
 				break;
-			unsigned cls = first_class[*p] & want;
-			if (cls & C_SPECIAL)
+			unsigned want = lens[*p];
+			if (want & L_SPECIAL)
 				break;
 			const uint8_t *colon, *nl = find_line(p, e, &colon);
 			if (!nl)
@@ -1122,7 +1249,7 @@ static const uint8_t *parse_fields(const struct run *r, const uint8_t *p, const 
 			if (nl - p >= FIELD_LINE_MAX || !colon || colon[-1] <= ' ')
 				return fail(r), NULL;
 			fields++;
-			if (cls && class_len[cls] == colon - p && !field_line(r, p, colon, nl, cls))
+			if (want == colon - p && !field_line(r, p, colon, nl, want))
 				return fail(r), NULL;
 			p = nl + 1;
 		}
@@ -1136,6 +1263,240 @@ static const uint8_t *parse_fields(const struct run *r, const uint8_t *p, const 
 	}
 	return parse_field(r, p, e);
 }
+
+/* ---- the quick path --------------------------------------------------------------- */
+
+#ifdef NL_H1_SIMD
+/* A whole message head in the bytes of one call (32 bytes or more from its
+ * first byte, in state S_IDLE without a CR pending), in its usual forms, at
+ * once: the start line with word compares, the field lines with
+ * quick_fields, the end of the head and of a body that the call holds
+ * without the states in between. At the first thing it does not take, it
+ * leaves the state as the byte-wise path would have it there and hands over.
+ * One event struct serves every event of the message: each event sets its
+ * own fields, and clears them after it. */
+
+/* The end of a request head at p (CR LF): HEAD, and END when no body
+ * follows; a body to come, or Transfer-Encoding, the general way. */
+static QUICK const uint8_t *request_end(const struct run *r, const uint8_t *p, struct nl_h1_event *ev)
+{
+	struct nl_h1_half *s = r->s;
+	if (__builtin_expect(s->flags & F_TE, 0))
+		return section_done(r) ? p + 2 : NULL;
+	ev->type = NL_H1_REQ_HEAD;
+	if (s->flags & F_HOST) {
+		ev->host = r->h->buf;
+		ev->host_len = s->len;
+	}
+	emit(r, ev);
+	s->body_size = 0;
+	if (s->remaining) {
+		s->state = S_BODY;
+		return p + 2;
+	}
+	ev->type = NL_H1_REQ_END;
+	ev->host = NULL;
+	ev->host_len = 0;
+	s->state = S_IDLE;
+	emit(r, ev);
+	return p + 2;
+}
+
+/* A request from p: returns past what it took, p when *p is no uppercase
+ * letter (the start of a request for the byte-wise path), NULL after a fail. */
+static QUICK const uint8_t *request_quick(const struct run *r, const uint8_t *p, const uint8_t *e)
+{
+	struct nl_h1 *h = r->h;
+	struct nl_h1_half *s = r->s;
+	if ((unsigned)(*p - 'A') >= 26u)
+		return p;
+	/* request_begin */
+	uint8_t tail = atomic_load_explicit(&h->ring_tail, memory_order_relaxed);
+	uint8_t head = atomic_load_explicit(&h->ring_head, memory_order_acquire);
+	if ((uint8_t)(tail - head) >= NL_H1_PIPELINE)
+		return fail(r), NULL;
+	unsigned slot = ring_slot(tail);
+	message_begin(s);
+	s->slot = (uint8_t)slot;
+	s->state = S_METHOD;
+	struct nl_h1_event ev;
+	ev_clear(&ev);
+	ev.type = NL_H1_REQ_BEGIN;
+	ev.slot = slot;
+	emit(r, &ev);
+	/* The method: uppercase letters, then SP at 1..15; GET and POST by a word. */
+	__m128i v = _mm_loadu_si128((const __m128i *)(const void *)p);
+	unsigned m;
+	uint64_t w = load64(p);
+	if ((uint32_t)w == load32("GET ")) {
+		m = 3;
+	} else if ((w & 0xffffffffffull) == (load64("POST    ") & 0xffffffffffull)) {
+		m = 4;
+	} else {
+		unsigned sp = eq_mask(v, ' ');
+		__m128i up = _mm_sub_epi8(v, _mm_set1_epi8('A'));
+		unsigned upper =
+			(unsigned)_mm_movemask_epi8(_mm_cmpeq_epi8(_mm_min_epu8(up, _mm_set1_epi8(25)), up));
+		m = (unsigned)__builtin_ctz(sp | 1u << 16);
+		unsigned mbits = (1u << m) - 1;
+		if (m == 16 || (upper & mbits) != mbits)
+			return parse_method(r, p, e);
+	}
+	/* The target: up to a control byte, SP in the usual case. */
+	const uint8_t *t = p + m + 1, *q;
+	__m128i vt = _mm_loadu_si128((const __m128i *)(const void *)t);   /* t + 16 <= p + 32 <= e */
+	unsigned ctl = ctl_mask(vt);
+	if (ctl) {
+		q = t + low_bit(ctl);
+	} else {
+		q = find_ctl(r, t + 16, e);
+		if (m + (size_t)(q - t) + 2 > START_LINE_MAX)
+			return parse_method(r, p, e);
+	}
+	size_t n = (size_t)(q - t);
+	/* SP "HTTP/1.x" CR LF: 11 bytes from q. */
+	if (e - q < 11 || *q != ' ' || !n)
+		return parse_method(r, p, e);
+	int minor = version_word(q + 1);
+	unsigned eol = q[9] == '\n' ? 1 : q[9] == '\r' && q[10] == '\n' ? 2 : 0;
+	if (minor < 0 || !eol)
+		return parse_method(r, p, e);
+	char *buf = h->buf;
+	_mm_storeu_si128((__m128i *)(void *)buf, v);   /* the method, and bytes that do no harm */
+	bool trunc = n > NL_H1_TARGET_MAX;
+	if (trunc)
+		n = NL_H1_TARGET_MAX;
+	/* Copies of a fixed size are inline; the bytes past n do no harm. */
+	if (n <= 16)
+		_mm_storeu_si128((__m128i *)(void *)(buf + m), vt);
+	else if (n <= 32 && e - t >= 32)
+		memcpy(buf + m, t, 32);
+	else if (e - t >= NL_H1_TARGET_MAX)
+		memcpy(buf + m, t, NL_H1_TARGET_MAX);
+	else
+		memcpy(buf + m, t, n);
+	s->flags = (uint16_t)(F_HTTP | (unsigned)minor * F_MINOR1 | (trunc ? F_TRUNC : 0));
+	uint8_t kind = K_OTHER;
+	if (m == 4 && load32(p) == load32("HEAD"))
+		kind = K_HEAD;
+	else if (m == 7 && load32(p) == load32("CONN") && load32(p + 3) == load32("NECT"))
+		kind = K_CONNECT;
+	ev.type = NL_H1_REQ_LINE;
+	ev.method = buf;
+	ev.method_len = m;
+	ev.target = buf + m;
+	ev.target_len = n;
+	ev.target_truncated = trunc;
+	ev.version_minor = (unsigned)minor;
+	emit(r, &ev);
+	h->ring_kind[slot] = kind;
+	atomic_store_explicit(&h->ring_tail, (uint8_t)(tail + 1), memory_order_release);
+	s->n_headers = 0;
+	s->state = S_FIELD;
+	ev.method = ev.target = NULL;
+	ev.method_len = ev.target_len = 0;
+	ev.target_truncated = false;
+	ev.version_minor = 0;
+	/* The field lines, and the end of the head. */
+	unsigned fields = 0;
+	p = quick_fields(r, q + 9 + eol, e, &fields, name_lens[0]);
+	if (!p)
+		return NULL;
+	if (fields > FIELDS_MAX)
+		return fail(r), NULL;
+	s->n_headers = (uint16_t)fields;
+	if (e - p >= 2 && p[0] == '\r' && p[1] == '\n')
+		return request_end(r, p, &ev);
+	return parse_fields(r, p, e);
+}
+
+/* The end of a response head at p (CR LF): RESP_HEAD, and when the call
+ * holds its Content-Length body, RESP_END; anything else the general way. */
+static QUICK const uint8_t *response_end(const struct run *r, const uint8_t *p, const uint8_t *e)
+{
+	struct nl_h1 *h = r->h;
+	struct nl_h1_half *s = r->s;
+	unsigned st = s->status;
+	uint8_t head = atomic_load_explicit(&h->ring_head, memory_order_relaxed);
+	unsigned slot = ring_slot(head);
+	/* Final, no upgrade, a body framed by Content-Length alone. */
+	if (__builtin_expect(st < 200 || h->ring_kind[slot] != K_OTHER || st == 204 || st == 304 ||
+				     (s->flags & (F_CL | F_TE)) != F_CL,
+			     0))
+		return section_done(r) ? p + 2 : NULL;
+	struct nl_h1_event ev;
+	ev_clear(&ev);
+	ev.type = NL_H1_RESP_HEAD;
+	ev.slot = slot;
+	ev.status = st;
+	ev.version_minor = s->flags & F_MINOR1;
+	emit(r, &ev);
+	p += 2;
+	uint64_t len = s->remaining;
+	s->body_size = 0;
+	if ((uint64_t)(e - p) < len) {
+		s->state = S_BODY;      /* the parse loop takes what is here */
+		return p;
+	}
+	s->remaining = 0;
+	s->body_size = len;
+	s->state = S_IDLE;
+	ev.type = NL_H1_RESP_END;
+	ev.version_minor = 0;
+	ev.body_size = len;
+	emit(r, &ev);
+	/* After the sink: what it did for the slot happens before the slot's reuse. */
+	atomic_store_explicit(&h->ring_head, (uint8_t)(head + 1), memory_order_release);
+	return p + len;
+}
+
+/* A response from p: returns past what it took, p when *p is no 'H' (for
+ * the byte-wise path), NULL after a fail. */
+static QUICK const uint8_t *response_quick(const struct run *r, const uint8_t *p, const uint8_t *e)
+{
+	struct nl_h1 *h = r->h;
+	struct nl_h1_half *s = r->s;
+	if (*p != 'H')
+		return p;
+	message_begin(s);
+	/* "HTTP/1.x 200" and SP, CR or LF. */
+	int minor = version_word(p);
+	unsigned d0 = (unsigned)(p[9] - '0'), d1 = (unsigned)(p[10] - '0'), d2 = (unsigned)(p[11] - '0');
+	uint8_t after = p[12];
+	if (minor < 0 || p[8] != ' ' || d0 - 1 >= 9 || d1 >= 10 || d2 >= 10 ||
+	    (after != ' ' && after != '\r' && after != '\n')) {
+		s->sub = 1;
+		s->state = S_RESP_VERSION;
+		return p + 1;
+	}
+	s->flags |= (uint16_t)((unsigned)minor * F_MINOR1);
+	s->status = (uint16_t)(d0 * 100 + d1 * 10 + d2);
+	/* The reason phrase, its '\n' in the 16 bytes from the code's end. */
+	unsigned mn = eq_mask(_mm_loadu_si128((const __m128i *)(const void *)(p + 12)), '\n');
+	if (!mn) {
+		s->line_len = 12;
+		s->state = S_REASON;
+		return parse_reason(r, p + 12 + (after == ' '), e);
+	}
+	const uint8_t *q = p + 13 + low_bit(mn);
+	s->flags |= F_HTTP;
+	if (atomic_load_explicit(&h->ring_tail, memory_order_acquire) ==
+	    atomic_load_explicit(&h->ring_head, memory_order_relaxed))
+		return fail(r), NULL;   /* a response to nothing */
+	s->n_headers = 0;
+	s->state = S_FIELD;
+	unsigned fields = 0;
+	p = quick_fields(r, q, e, &fields, name_lens[1]);
+	if (!p)
+		return NULL;
+	if (fields > FIELDS_MAX)
+		return fail(r), NULL;
+	s->n_headers = (uint16_t)fields;
+	if (e - p >= 2 && p[0] == '\r' && p[1] == '\n')
+		return response_end(r, p, e);
+	return parse_fields(r, p, e);
+}
+#endif
 
 /* ---- bodies ------------------------------------------------------------------ */
 
@@ -1247,13 +1608,20 @@ static const uint8_t *parse_idle(const struct run *r, const uint8_t *p, const ui
 	if (r->req) {
 		if ((unsigned)(b - 'A') >= 26u)
 			return fail(r), NULL;
+#ifdef NL_H1_SIMD
+		if (e - p >= 32)
+			return request_quick(r, p, e);
+#endif
 		if (!request_begin(r))
 			return NULL;
-		const uint8_t *q = request_line(r, p, e);
-		return q == p ? parse_method(r, p, e) : q ? parse_fields(r, q, e) : NULL;
+		return parse_method(r, p, e);
 	}
 	if (b != 'H')
 		return fail(r), NULL;
+#ifdef NL_H1_SIMD
+	if (e - p >= 32)
+		return response_quick(r, p, e);
+#endif
 	message_begin(s);
 	if (e - p >= 13) {
 		/* "HTTP/1.x 200" and what follows at once; anything unusual byte by byte. */
@@ -1274,7 +1642,7 @@ static const uint8_t *parse_idle(const struct run *r, const uint8_t *p, const ui
 	return p + 1;
 }
 
-static bool parse(const struct run *r, const uint8_t *p, const uint8_t *e)
+NOINLINE static bool parse(const struct run *r, const uint8_t *p, const uint8_t *e)
 {
 	struct nl_h1_half *s = r->s;
 	while (p < e) {
@@ -1349,6 +1717,28 @@ void nl_h1_init(struct nl_h1 *h)
 	memset(h, 0, sizeof *h);
 }
 
+#ifdef NL_H1_SIMD
+/* A call of 32 bytes or more at the start of a message: its head the quick
+ * way, then the rest through the states. */
+NOINLINE static bool feed_request(struct nl_h1 *h, const uint8_t *p, const uint8_t *e, nl_h1_sink sink, void *ctx)
+{
+	struct run r = { h, &h->req, sink, ctx, e, true, true, true };
+	p = request_quick(&r, p, e);
+	if (!p || (p != e && !parse(&r, p, e)))
+		return false;
+	return !atomic_load_explicit(&h->stopped, memory_order_relaxed);
+}
+
+NOINLINE static bool feed_response(struct nl_h1 *h, const uint8_t *p, const uint8_t *e, nl_h1_sink sink, void *ctx)
+{
+	struct run r = { h, &h->resp, sink, ctx, e, true, true, false };
+	p = response_quick(&r, p, e);
+	if (!p || (p != e && !parse(&r, p, e)))
+		return false;
+	return !atomic_load_explicit(&h->stopped, memory_order_relaxed);
+}
+#endif
+
 bool nl_h1_feed(struct nl_h1 *h, enum nl_h1_dir dir, const void *buf, size_t n, nl_h1_sink sink, void *ctx)
 {
 	if (atomic_load_explicit(&h->stopped, memory_order_relaxed))
@@ -1356,8 +1746,25 @@ bool nl_h1_feed(struct nl_h1 *h, enum nl_h1_dir dir, const void *buf, size_t n, 
 	if (!n)
 		return true;
 	bool req = dir == NL_H1_REQUEST;
+	struct nl_h1_half *s = req ? &h->req : &h->resp;
 	const uint8_t *p = buf;
-	struct run r = { h, req ? &h->req : &h->resp, sink, ctx, p + n, n >= 16, req };
+	if (s->state == S_IDLE) {
+#ifdef NL_H1_SIMD
+		/* The usual start: a whole message head. */
+		if (n >= 32 && !(s->flags & F_CR))
+			return req ? feed_request(h, p, p + n, sink, ctx) : feed_response(h, p, p + n, sink, ctx);
+#endif
+	} else if ((s->state == S_BODY || s->state == S_CHUNK_DATA) && n < s->remaining) {
+		/* Inside a body that goes on past the call: counted at once, as
+		 * parse would. */
+		s->remaining -= n;
+		s->body_size += n;
+		return !atomic_load_explicit(&h->stopped, memory_order_relaxed);
+	} else if (s->state == S_CLOSE_BODY) {
+		s->body_size += n;
+		return !atomic_load_explicit(&h->stopped, memory_order_relaxed);
+	}
+	struct run r = { h, s, sink, ctx, p + n, n >= 16, n >= 32, req };
 	return parse(&r, p, p + n) && !atomic_load_explicit(&h->stopped, memory_order_relaxed);
 }
 
@@ -1365,7 +1772,7 @@ void nl_h1_close(struct nl_h1 *h, nl_h1_sink sink, void *ctx)
 {
 	if (atomic_load_explicit(&h->stopped, memory_order_relaxed))
 		return;
-	struct run r = { h, &h->resp, sink, ctx, NULL, false, false };
+	struct run r = { h, &h->resp, sink, ctx, NULL, false, false, false };
 	if (h->resp.state == S_CLOSE_BODY)
 		message_end(&r);
 	uint8_t head = atomic_load_explicit(&h->ring_head, memory_order_relaxed);
@@ -1381,7 +1788,7 @@ bool nl_h1_feed_opaque(struct nl_h1 *h, enum nl_h1_dir dir, size_t n, nl_h1_sink
 	if (atomic_load_explicit(&h->stopped, memory_order_relaxed))
 		return false;
 	bool req = dir == NL_H1_REQUEST;
-	struct run r = { h, req ? &h->req : &h->resp, sink, ctx, NULL, false, req };
+	struct run r = { h, req ? &h->req : &h->resp, sink, ctx, NULL, false, false, req };
 	struct nl_h1_half *s = r.s;
 	if (!n)
 		return true;

@@ -736,6 +736,289 @@ Test(h1, many_in_one_call)
 	check("four of each", req, rn, resp, sn, want);
 }
 
+/* ---- the quick path: lengths around its loads ------------------------------------------- */
+
+/* A whole message head in one call of 32 bytes or more goes the quick way
+ * (h1.c): two 16-byte loads from each field line's start (the last 32 bytes
+ * of the call near its end), word compares, Content-Length and Host at once.
+ * These exchanges, built at run time, put lines, names, values, methods and
+ * targets at every length around those sizes, and the end of the call right
+ * after them, in the three ways of check(). */
+static char qreq[4096], qresp[4096], qwant[1024], qname[256];
+
+__attribute__((format(printf, 3, 4))) static size_t format(char *to, size_t cap, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	int n = vsnprintf(to, cap, fmt, ap);
+	va_end(ap);
+	cr_assert(n >= 0 && (size_t)n < cap, "exchange too long");
+	return (size_t)n;
+}
+
+/* n bytes of a pattern that shows any offset error, as a string. */
+static const char *pattern(char *to, size_t n)
+{
+	static const char abc[] = "abcdefghijklmnopqrstuvwxyz0123456789";
+	for (size_t i = 0; i < n; i++)
+		to[i] = abc[i % (sizeof abc - 1)];
+	to[n] = 0;
+	return to;
+}
+
+Test(h1, quick_line_lengths)
+{
+	char pad[128];
+	for (size_t len = 0; len <= 80; len++) {
+		pattern(pad, len);
+		format(qname, sizeof qname, "a field line of %zu bytes", len + 9);
+		size_t rn = format(qreq, sizeof qreq, "GET /q HTTP/1.1\r\nX-Pad: %s\r\nHost: h\r\n\r\n", pad);
+		size_t sn = format(qresp, sizeof qresp, "HTTP/1.1 200 OK\r\nX-Pad: %s\r\nContent-Length: 3\r\n\r\nabc", pad);
+		check(qname, qreq, rn, qresp, sn,
+		      "BEGIN 0; LINE 0 GET /q 1; HEAD 0 host=h; REQEND 0 0; RESP 0 200 1; RESPEND 0 200 3");
+		/* The last field line, bare LF: the end of the head is the end of the call. */
+		format(qname, sizeof qname, "the last field line of %zu bytes", len + 8);
+		rn = format(qreq, sizeof qreq, "GET /q HTTP/1.1\nHost: h\nX-Pad: %s\n\n", pad);
+		sn = format(qresp, sizeof qresp, "HTTP/1.1 200 OK\nContent-Length: 0\nX-Pad: %s\n\n", pad);
+		check(qname, qreq, rn, qresp, sn,
+		      "BEGIN 0; LINE 0 GET /q 1; HEAD 0 host=h; REQEND 0 0; RESP 0 200 1; RESPEND 0 200 0");
+	}
+}
+
+/* Names of no interest that start like one, or are as long as one. */
+Test(h1, quick_name_lengths)
+{
+	static const char first[] = "XcChHtT";
+	char name[64];
+	for (size_t len = 1; len <= 40; len++) {
+		for (const char *f = first; *f; f++) {
+			memset(name, 'x', len);
+			name[0] = *f;
+			name[len] = 0;
+			format(qname, sizeof qname, "a name of %zu bytes from '%c'", len, *f);
+			size_t rn = format(qreq, sizeof qreq,
+					   "GET /n HTTP/1.1\r\n%s: v\r\nUser-Agent: quick\r\n%s:v\r\nHost: h\r\n\r\n", name,
+					   name);
+			size_t sn = format(qresp, sizeof qresp,
+					   "HTTP/1.1 200 OK\r\n%s: v\r\nContent-Length: 1\r\n%s:\r\n\r\n!", name, name);
+			check(qname, qreq, rn, qresp, sn,
+			      "BEGIN 0; LINE 0 GET /n 1; HEAD 0 host=h; REQEND 0 0; RESP 0 200 1; RESPEND 0 200 1");
+		}
+	}
+}
+
+/* Content-Length values: len >= 0, the body size (and a body of that many
+ * bytes when short), -1 malformed. */
+static const struct {
+	const char *value;
+	long long len;
+} cl_values[] = {
+	{ "0", 0 }, { "1", 1 }, { "7", 7 }, { "12", 12 }, { "007", 7 }, { " 5", 5 }, { "5 ", 5 }, { "\t5\t", 5 },
+	{ "5,5", 5 }, { "5, 5", 5 }, { "05 ,5", 5 }, { "00000000000000000000000000000001", 1 }, { "99", 99 },
+	{ "1234567", 1234567 }, { "12345678", 12345678 }, { "123456789", 123456789 },
+	{ "1234567890123456789", 1234567890123456789ll }, { "", -1 }, { "+5", -1 }, { "-1", -1 }, { "5x", -1 },
+	{ "x5", -1 }, { "0x5", -1 }, { "1 2", -1 }, { "5,", -1 }, { ",5", -1 }, { "5,6", -1 }, { "5;", -1 },
+	{ "18446744073709551616", -1 }, { "99999999999999999999", -1 }, { "1234567\x01", -1 },
+};
+
+Test(h1, quick_content_length)
+{
+	static char body[128];
+	memset(body, 'b', sizeof body - 1);
+	for (size_t i = 0; i < sizeof cl_values / sizeof cl_values[0]; i++) {
+		const char *v = cl_values[i].value;
+		long long len = cl_values[i].len;
+		int shown = len >= 0 && len < (long long)sizeof body ? (int)len : 0;
+		for (int lf = 0; lf < 2; lf++) {
+			const char *eol = lf ? "\n" : "\r\n";
+			format(qname, sizeof qname, "Content-Length '%s'%s", v, lf ? ", bare LF" : "");
+			/* Request: the value is the last thing of the head (no body: the end of the call). */
+			size_t rn = format(qreq, sizeof qreq, "POST /c HTTP/1.1%sHost: h%sContent-Length:%s%s%s%.*s", eol,
+					   eol, v, eol, eol, shown, body);
+			if (len < 0)
+				format(qwant, sizeof qwant, "BEGIN 0; LINE 0 POST /c 1; ERROR");
+			else if (len == shown)
+				format(qwant, sizeof qwant,
+				       "BEGIN 0; LINE 0 POST /c 1; HEAD 0 host=h; REQEND 0 %lld; RESP 0 204 1; RESPEND 0 204 0",
+				       len);
+			else    /* answered before its body */
+				format(qwant, sizeof qwant,
+				       "BEGIN 0; LINE 0 POST /c 1; HEAD 0 host=h; RESP 0 204 1; RESPEND 0 204 0");
+			check(qname, qreq, rn, B("HTTP/1.1 204 No Content\r\n\r\n"), qwant);
+			/* Response. */
+			size_t sn = format(qresp, sizeof qresp, "HTTP/1.1 200 OK%sServer: s%sContent-Length: %s%s%s%.*s",
+					   eol, eol, v, eol, eol, shown, body);
+			if (len < 0)
+				format(qwant, sizeof qwant, GET0_EVENTS "ERROR");
+			else if (len == shown)
+				format(qwant, sizeof qwant, GET0_EVENTS "RESP 0 200 1; RESPEND 0 200 %lld", len);
+			else
+				format(qwant, sizeof qwant, GET0_EVENTS "RESP 0 200 1; ABORTED 0");
+			check(qname, B("GET / HTTP/1.1\r\nAccept: */*\r\n\r\n"), qresp, sn, qwant);
+		}
+	}
+}
+
+Test(h1, quick_host)
+{
+	char host[128];
+	for (size_t len = 0; len <= 64; len++) {
+		pattern(host, len);
+		int kept = len < NL_H1_HOST_MAX ? (int)len : NL_H1_HOST_MAX;
+		format(qwant, sizeof qwant,
+		       "BEGIN 0; LINE 0 GET /h 1; HEAD 0 host=%.*s; REQEND 0 0; RESP 0 200 1; RESPEND 0 200 0", kept,
+		       host);
+		static const char *const forms[] = {
+			"GET /h HTTP/1.1\r\nHost: %s\r\nAccept: */*\r\nUser-Agent: quick/1.0\r\n\r\n",
+			"GET /h HTTP/1.1\r\nAccept: */*\r\nHost: %s\r\n\r\n",
+			"GET /h HTTP/1.1\r\nAccept: */*\r\nHOST:%s\r\n\r\n",
+			"GET /h HTTP/1.1\nhost:  \t%s \t\nAccept: */*\n\n",
+		};
+		for (size_t f = 0; f < sizeof forms / sizeof forms[0]; f++) {
+			format(qname, sizeof qname, "a Host of %zu bytes, form %zu", len, f);
+			size_t rn = format(qreq, sizeof qreq, forms[f], host);
+			check(qname, qreq, rn, B("HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n"), qwant);
+		}
+		if (len < 2)
+			continue;
+		/* A control byte, or a space inside it. */
+		for (size_t at = 1; at < len; at += 7) {
+			char bad = at % 2 && at + 1 < len ? ' ' : '\x01';
+			host[at] = bad;
+			format(qname, sizeof qname, "a Host of %zu bytes, 0x%02x at %zu", len, bad, at);
+			size_t rn = format(qreq, sizeof qreq, "GET /h HTTP/1.1\r\nHost: %s\r\nAccept: */*\r\n\r\n", host);
+			check(qname, qreq, rn, "", 0, "BEGIN 0; LINE 0 GET /h 1; ERROR");
+			pattern(host, len);
+		}
+	}
+}
+
+Test(h1, quick_start_lines)
+{
+	static const char *const methods[] = {
+		"GET", "POST", "PUT", "DELETE", "PATCH", "OPTIONS", "HEAD", "CONNECT", "GETS", "POSTS", "POS", "GE",
+		"G", "M-SEARCH", "GeT", "ABCDEFGHIJKLMNOP",
+	};
+	char target[64];
+	for (size_t m = 0; m < sizeof methods / sizeof methods[0]; m++) {
+		const char *method = methods[m];
+		bool head = !strcmp(method, "HEAD"), connect = !strcmp(method, "CONNECT");
+		for (size_t len = 1; len <= 40; len++) {
+			pattern(target, len);
+			target[0] = '/';
+			for (int v = 0; v < 3; v++) {
+				/* HTTP/1.1 CRLF, HTTP/1.0 CRLF, HTTP/1.1 LF */
+				format(qname, sizeof qname, "%s, a target of %zu bytes, version %d", method, len, v);
+				size_t rn = format(qreq, sizeof qreq, "%s %s HTTP/1.%d%s\r\n", method, target, v != 1,
+						   v == 2 ? "\n" : "\r\n");
+				const char *resp = connect ? "HTTP/1.1 200 Connection established\r\n\r\n"
+						   : head  ? "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\n"
+							   : "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok";
+				format(qwant, sizeof qwant, "BEGIN 0; LINE 0 %s %s %d; HEAD 0 -; REQEND 0 0; RESP 0 200 1; %s",
+				       method, target, v != 1,
+				       connect ? "RESPEND 0 200 0 upgraded" : head ? "RESPEND 0 200 0" : "RESPEND 0 200 2");
+				check(qname, qreq, rn, resp, strlen(resp), qwant);
+			}
+		}
+	}
+}
+
+Test(h1, quick_status_lines)
+{
+	static const struct {
+		const char *line;
+		unsigned status, minor;
+	} lines[] = {
+		{ "HTTP/1.1 200 OK\r\n", 200, 1 },
+		{ "HTTP/1.1 200\r\n", 200, 1 },
+		{ "HTTP/1.1 200\n", 200, 1 },
+		{ "HTTP/1.1 200 \r\n", 200, 1 },
+		{ "HTTP/1.0 201 Created\r\n", 201, 0 },
+		{ "HTTP/1.1 299 A reason phrase of more than sixteen bytes\r\n", 299, 1 },
+		{ "HTTP/1.1 404 Not Found\n", 404, 1 },
+		{ "HTTP/1.1 999 \x01\x7f\xff\r\n", 999, 1 },
+	};
+	char pad[64];
+	for (size_t i = 0; i < sizeof lines / sizeof lines[0]; i++) {
+		for (size_t len = 0; len <= 40; len += 5) {
+			pattern(pad, len);
+			format(qname, sizeof qname, "status line %zu, padding %zu", i, len);
+			size_t sn = format(qresp, sizeof qresp, "%sX-Pad: %s\r\nContent-Length: 2\r\n\r\nok", lines[i].line,
+					   pad);
+			format(qwant, sizeof qwant, GET0_EVENTS "RESP 0 %u %u; RESPEND 0 %u 2", lines[i].status,
+			       lines[i].minor, lines[i].status);
+			check(qname, B("GET / HTTP/1.1\r\nAccept: */*\r\n\r\n"), qresp, sn, qwant);
+		}
+	}
+}
+
+/* Malformed field lines where the quick path takes them. */
+Test(h1, quick_malformed)
+{
+	static const char *const bad[] = {
+		"X-Any : 5", "X-Any\t: 5", ": x", " Host: h", "\tX-Any: y", "NoColonHere", "A-Name-Of-Twenty-Bytes : v",
+		"A-Name-Of-Thirty-Two-Bytes-Long\x01: v", "Host: a b", "Host: a\x01z", "Host: h\r\nHost: h",
+		"Content-Length: 5, 6", "Content-Length: x", "Content-Length: 5\r\nContent-Length: 6",
+		"Transfer-Encoding: chunked, gzip", "NoColonOnALineLongerThanThirtyTwoBytes", "X\r\r",
+	};
+	for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+		for (int where = 0; where < 2; where++) {
+			format(qname, sizeof qname, "malformed line %zu, %s", i, where ? "last" : "first");
+			size_t rn = where ? format(qreq, sizeof qreq,
+						   "POST /m HTTP/1.1\r\nX-Pad: padpadpadpadpadpadpadpadpad\r\n%s\r\n\r\n",
+						   bad[i])
+					  : format(qreq, sizeof qreq,
+						   "POST /m HTTP/1.1\r\n%s\r\nX-Pad: padpadpadpadpadpadpadpadpad\r\n\r\n",
+						   bad[i]);
+			check(qname, qreq, rn, "", 0, "BEGIN 0; LINE 0 POST /m 1; ERROR");
+			if (!strncmp(bad[i], "Host", 4) || !strncmp(bad[i], "Transfer", 8))
+				continue;       /* the response side does not look into those */
+			size_t sn = where ? format(qresp, sizeof qresp,
+						   "HTTP/1.1 200 OK\r\nX-Pad: padpadpadpadpadpadpadpadpad\r\n%s\r\n\r\n",
+						   bad[i])
+					  : format(qresp, sizeof qresp,
+						   "HTTP/1.1 200 OK\r\n%s\r\nX-Pad: padpadpadpadpadpadpadpadpad\r\n\r\n",
+						   bad[i]);
+			check(qname, B("GET / HTTP/1.1\r\nAccept: */*\r\n\r\n"), qresp, sn, GET0_EVENTS "ERROR");
+		}
+	}
+}
+
+/* Faults at the start of a message the quick path takes. */
+Test(h1, quick_start_faults)
+{
+#define PADDED "X-Pad: padpadpadpadpadpadpad\r\n"
+#define GETP "GET /p HTTP/1.1\r\n" PADDED "\r\n"
+#define GETP_EVENTS(i) "BEGIN " #i "; LINE " #i " GET /p 1; HEAD " #i " -; REQEND " #i " 0; "
+	CHECK("a fifth pending request", GETP GETP GETP GETP GETP, "",
+	      GETP_EVENTS(0) GETP_EVENTS(1) GETP_EVENTS(2) GETP_EVENTS(3) "ERROR");
+	CHECK("a bad version", "GET /p HTTP/1.2\r\n" PADDED "\r\n", "", "BEGIN 0; NOT_HTTP");
+	CHECK("a bad version, later", GETP "GET /p HTTP/1.1\r\r\n" PADDED "\r\n", "", GETP_EVENTS(0) "BEGIN 1; ERROR");
+	CHECK("a lowercase method", "get /p HTTP/1.1\r\n" PADDED "\r\n", "", "NOT_HTTP");
+	CHECK("no response", GETP, "SSH-2.0-OpenSSH_9.2p1 Debian-2+deb12u3\r\n", GETP_EVENTS(0) "NOT_HTTP");
+	CHECK("a bad status", GETP, "HTTP/1.1 2000 OK\r\n" PADDED "\r\n", GETP_EVENTS(0) "NOT_HTTP");
+	CHECK("a bad status, later", GETP GETP, "HTTP/1.1 200 OK\r\n" PADDED "Content-Length: 0\r\n\r\n"
+	      "HTTP/1.1 200 OK\r\n" PADDED "Content-Length: 0\r\n\r\nHTTP/1.1 20 OK\r\n" PADDED "\r\n",
+	      GETP_EVENTS(0) GETP_EVENTS(1) "RESP 0 200 1; RESPEND 0 200 0; RESP 1 200 1; RESPEND 1 200 0; ERROR");
+	CHECK("HTTP/2", GETP, "HTTP/2.0 200 OK\r\n" PADDED "\r\n", GETP_EVENTS(0) "NOT_HTTP");
+	CHECK("an empty line first", "\r\n" GETP, "\r\nHTTP/1.1 200 OK\r\n" PADDED "Content-Length: 0\r\n\r\n",
+	      GETP_EVENTS(0) "RESP 0 200 1; RESPEND 0 200 0");
+#undef GETP_EVENTS
+#undef GETP
+#undef PADDED
+	/* 256 field lines in a response are the most. */
+	static char resp[8192];
+	for (int extra = 0; extra < 2; extra++) {
+		size_t n = (size_t)snprintf(resp, sizeof resp, "HTTP/1.1 200 OK\r\n");
+		for (int i = 0; i < 255 + extra; i++)
+			n += (size_t)snprintf(resp + n, sizeof resp - n, "X-Field-%d: value\r\n", i);
+		n += (size_t)snprintf(resp + n, sizeof resp - n, "Content-Length: 1\r\n\r\n!");
+		run(&conn, B(GET0), resp, n, WHOLE, 0, 0);
+		expect(extra ? GET0_EVENTS "ERROR" : GET0_EVENTS "RESP 0 200 1; RESPEND 0 200 1", "%d response fields",
+		       256 + extra);
+	}
+}
+
 /* ---- two threads ----------------------------------------------------------------------- */
 
 /* One thread feeds requests, another the responses, pipelined up to three
