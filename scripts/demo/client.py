@@ -31,7 +31,7 @@ def parse_target(s):
 
 async def run(args):
     targets = [parse_target(t) for t in args.target]
-    posts = set(args.post)
+    posts = set(getattr(args, "post", None) or ())   # the bench calls run() with fewer options
     extras = []
     for e in args.extra:
         name, rest = e.split("=", 1)
