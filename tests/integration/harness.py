@@ -34,6 +34,17 @@ class AcceptingListener:
             self.accepted += 1
             c.close()
 
+    def settle(self, expected, timeout=10.0):
+        """The accept count once this thread has caught up with the kernel's
+        queue: connects finish before their accept, so a count read right
+        after a program ends may be short. Waits until EXPECTED is reached
+        (or TIMEOUT), then a little longer for any surplus."""
+        end = time.monotonic() + timeout
+        while self.accepted < expected and time.monotonic() < end:
+            time.sleep(0.01)
+        time.sleep(0.05)
+        return self.accepted
+
     def close(self):
         try:
             self.sock.shutdown(socket.SHUT_RDWR)
