@@ -481,6 +481,32 @@ static void load_http(struct nl_config *cfg, const struct env *e)
 		invalid("NEMOLENS_GYM_VERIFY_ROUTE", v, "a route starting with /");
 }
 
+/* NEMOLENS_ADOPT and the leftovers' age limit (README, "Export"). */
+static void load_adopt(struct nl_config *cfg, const struct env *e)
+{
+	static const char *const modes[] = { "own", "fold", "off" };
+	cfg->adopt = NL_ADOPT_OWN;
+	const char *v = env_get(e, "NEMOLENS_ADOPT");
+	if (v) {
+		size_t i = 0;
+		while (i < 3 && strcasecmp(v, modes[i]) != 0)
+			i++;
+		if (i < 3)
+			cfg->adopt = (enum nl_adopt_mode)i;
+		else
+			invalid("NEMOLENS_ADOPT", v, "own, fold or off");
+	}
+	cfg->leftover_max_age_s = 86400;
+	if ((v = env_get(e, "NEMOLENS_LEFTOVER_MAX_AGE_S"))) {
+		long n;
+		if (nl_parse_ms(v, &n) == 0 && n >= 1 && n <= 30L * 86400)
+			cfg->leftover_max_age_s = n;
+		else
+			invalid("NEMOLENS_LEFTOVER_MAX_AGE_S", v, "seconds from 1 to 2592000 (30 days)");
+	}
+	cfg->runtime_dir = env_dup(e, "XDG_RUNTIME_DIR");
+}
+
 void nl_config_load(struct nl_config *cfg, nl_getenv_fn get, const char *program_name)
 {
 	struct env e = { get };
@@ -552,6 +578,7 @@ void nl_config_load(struct nl_config *cfg, nl_getenv_fn get, const char *program
 	v = env_get(&e, "NEMOLENS_SERVER_TYPE");
 	cfg->server_type = nl_utf8_sanitized_dup(v ? v : "process");
 	load_http(cfg, &e);
+	load_adopt(cfg, &e);
 }
 
 void nl_config_free(struct nl_config *cfg)
@@ -572,5 +599,6 @@ void nl_config_free(struct nl_config *cfg)
 	free(cfg->destinations);
 	free(cfg->console_path);
 	free(cfg->log_path);
+	free(cfg->runtime_dir);
 	memset(cfg, 0, sizeof *cfg);
 }

@@ -16,6 +16,9 @@
 #include "utf8.h"
 
 enum nl_exporter_kind { NL_EXPORTER_OTLP, NL_EXPORTER_CONSOLE, NL_EXPORTER_NONE };
+/* NEMOLENS_ADOPT: what happens to the values of a process that ended
+ * without delivering them (README, "Export"). */
+enum nl_adopt_mode { NL_ADOPT_OWN, NL_ADOPT_FOLD, NL_ADOPT_OFF };
 
 #define NL_MAX_HEADERS 32
 #define NL_MAX_RESOURCE_ATTRS 64
@@ -61,6 +64,10 @@ struct nl_config {
 	bool gym_endpoints;             /* NEMOLENS_GYM_ENDPOINTS */
 	char *gym_rollout_route;        /* NEMOLENS_GYM_ROLLOUT_ROUTE, default /run */
 	char *gym_verify_route;         /* NEMOLENS_GYM_VERIFY_ROUTE, default /verify */
+	/* Segments (segment.h): what a process leaves when it ends. */
+	enum nl_adopt_mode adopt;       /* NEMOLENS_ADOPT */
+	long leftover_max_age_s;        /* NEMOLENS_LEFTOVER_MAX_AGE_S: undeliverable leftovers go then */
+	char *runtime_dir;              /* XDG_RUNTIME_DIR, raw */
 };
 
 /* The pid of the outermost shim process of a tree: the shim puts it into

@@ -4,18 +4,50 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 
 #include "check.h"
 
 /* Instruments and series are only ever added, never removed while the process
  * runs, so readers walk the lists without locks; `create_lock` only orders
- * writers. */
-static _Atomic(struct nl_instrument *) instruments;
+ * writers. The lists start in the arena's header (root) and in each
+ * instrument (head), newest first, linked by offsets. */
 static pthread_mutex_t create_lock = PTHREAD_MUTEX_INITIALIZER;
 static _Atomic size_t cardinality_limit = 2000;
 
 static const struct nl_attr overflow_attr = { .key = "otel.metric.overflow", .type = NL_ATTR_BOOL, .v.b = true };
+
+#define INST(off) ((struct nl_instrument *)nl_seg_ptr(off))
+#define SERIES(off) ((struct nl_series *)nl_seg_ptr(off))
+
+static uint64_t off_of(const void *p) { return (uint64_t)((const char *)p - nl_seg_base); }
+
+static uint64_t first_instrument(void) { return nl_seg_base ? atomic_load(&nl_seg_header()->root) : 0; }
+
+uint32_t nl_registry_layout(void)
+{
+	/* The sizes and places of everything a reader walks. */
+	const uint64_t parts[] = { sizeof(struct nl_series), sizeof(struct nl_instrument),
+				   offsetof(struct nl_series, u), offsetof(struct nl_series, attrs),
+				   offsetof(struct nl_hist, buckets), offsetof(struct nl_instrument, overflow),
+				   offsetof(struct nl_instrument, head), sizeof(struct nl_sattr), NL_MAX_BOUNDS,
+				   NL_MAX_ATTRS, sizeof(void *), 2 };
+	uint32_t h = 2166136261u;
+	for (size_t i = 0; i < sizeof parts / sizeof *parts; i++)
+		h = (h ^ (uint32_t)(parts[i] * 2654435761u)) * 16777619u;
+	return h;
+}
+
+size_t nl_registry_capacity(size_t limit)
+{
+	/* Room for every instrument the shim knows at the cardinality limit,
+	 * strings included: address space, of which only what is used becomes
+	 * memory. */
+	uint64_t cap = (uint64_t)4 << 20;
+	cap += ((uint64_t)limit + 1) * 40 * (sizeof(struct nl_series) + 256);
+	if (cap > (uint64_t)1 << 30)
+		cap = (uint64_t)1 << 30;
+	return (size_t)(cap + 4095) / 4096 * 4096;
+}
 
 static uint64_t dbits(double d)
 {
@@ -31,23 +63,70 @@ static double bitsd(uint64_t u)
 	return d;
 }
 
+/* Values back to nothing; only the part the series' kind has is touched. */
 static void series_clear(struct nl_series *s)
 {
 	atomic_store(&s->has_value, false);
 	atomic_store(&s->retiring, false);
-	atomic_store(&s->u.count, 0);
+	s->delta_base_count = 0;
+	s->delta_base_sum = 0;
+	s->delta_base_time_ns = 0;
+	if (s->kind != NL_HISTOGRAM) {
+		atomic_store(&s->u.count, 0);
+		return;
+	}
 	for (size_t i = 0; i <= NL_MAX_BOUNDS; i++)
 		atomic_store(&s->u.hist.buckets[i], 0);
 	atomic_store(&s->u.hist.sum_bits, dbits(0));
 	atomic_store(&s->u.hist.min_bits, dbits(INFINITY));
 	atomic_store(&s->u.hist.max_bits, dbits(-INFINITY));
-	s->delta_base_count = 0;
-	memset(s->delta_base_buckets, 0, sizeof s->delta_base_buckets);
-	s->delta_base_sum = 0;
-	s->delta_base_time_ns = 0;
+	memset(s->u.hist.delta_base_buckets, 0, sizeof s->u.hist.delta_base_buckets);
+}
+
+/* A series' attributes with pointers into this process's arena. */
+static void local_attrs(const struct nl_series *s, struct nl_attr *out)
+{
+	const struct nl_sattr *a = s->attrs ? nl_seg_ptr(s->attrs) : NULL;
+	for (size_t k = 0; k < s->n_attrs; k++) {
+		out[k].key = nl_seg_ptr(a[k].key);
+		out[k].type = (enum nl_attr_type)a[k].type;
+		switch (out[k].type) {
+		case NL_ATTR_STR:
+			out[k].v.s = nl_seg_ptr(a[k].v.s);
+			break;
+		case NL_ATTR_INT:
+			out[k].v.i = a[k].v.i;
+			break;
+		case NL_ATTR_BOOL:
+			out[k].v.b = a[k].v.b != 0;
+			break;
+		case NL_ATTR_DOUBLE:
+			memcpy(&out[k].v.d, &a[k].v.d, sizeof(double));
+			break;
+		}
+	}
+}
+
+/* Sets up a zeroed series record of this kind with copies of the attributes. */
+static bool series_init(struct nl_series *s, enum nl_kind kind, const struct nl_attr *attrs, size_t n)
+{
+	s->kind = (uint8_t)kind;
+	series_clear(s);
+	if (!nl_seg_put_attrs(attrs, n, &s->attrs))
+		return false;
+	s->n_attrs = (uint16_t)n;
+	return true;
 }
 
 void nl_registry_set_cardinality_limit(size_t limit) { atomic_store(&cardinality_limit, limit ? limit : 1); }
+
+static struct nl_instrument *find_instrument(const char *name)
+{
+	for (uint64_t off = first_instrument(); off; off = INST(off)->next)
+		if (strcmp(INST(off)->name_p, name) == 0)
+			return INST(off);
+	return NULL;
+}
 
 struct nl_instrument *nl_instrument_get(const char *name, const char *unit, const char *description,
 					enum nl_kind kind, const double *bounds, size_t n_bounds)
@@ -56,53 +135,64 @@ struct nl_instrument *nl_instrument_get(const char *name, const char *unit, cons
 	if (n_bounds > NL_MAX_BOUNDS)
 		return NULL;
 	pthread_mutex_lock(&create_lock);
-	struct nl_instrument *i;
-	for (i = atomic_load(&instruments); i; i = i->next)
-		if (strcmp(i->name, name) == 0)
-			break;
-	if (!i && (i = calloc(1, sizeof *i))) {
-		i->name = name;
-		i->unit = unit;
-		i->description = description;
-		i->kind = kind;
-		i->bounds = bounds;
-		i->n_bounds = n_bounds;
-		series_clear(&i->overflow);
+	nl_seg_arena_ensure(nl_registry_capacity(atomic_load(&cardinality_limit)));
+	struct nl_instrument *i = nl_seg_base ? find_instrument(name) : NULL;
+	uint64_t off = i || !nl_seg_base ? 0 : nl_seg_alloc(offsetof(struct nl_instrument, overflow) + nl_series_size(kind));
+	if (off) {
+		i = INST(off);
+		i->name = nl_seg_copy_str(name);
+		i->unit = nl_seg_copy_str(unit ? unit : "");
+		i->description = nl_seg_copy_str(description ? description : "");
+		i->bounds = n_bounds ? nl_seg_alloc(n_bounds * sizeof *bounds) : 0;
+		if (i->bounds)
+			memcpy(nl_seg_ptr(i->bounds), bounds, n_bounds * sizeof *bounds);
+		i->kind = (uint32_t)kind;
+		i->n_bounds = (uint32_t)n_bounds;
+		i->name_p = name;
+		i->unit_p = unit;
+		i->description_p = description;
+		i->bounds_p = bounds;
 		i->overflow.overflow = true;
-		i->overflow.attrs[0] = overflow_attr;
-		i->overflow.n_attrs = 1;
-		/* Published last: a reader sees either no instrument or a complete one. */
-		i->next = atomic_load(&instruments);
-		atomic_store(&instruments, i);
+		if (!i->name || !i->unit || !i->description || (n_bounds && !i->bounds) ||
+		    !series_init(&i->overflow, kind, &overflow_attr, 1)) {
+			i = NULL;   /* the arena is full */
+		} else {
+			/* Published last: a reader sees either no instrument or a complete one. */
+			struct nl_seg_header *h = nl_seg_header();
+			i->next = atomic_load(&h->root);
+			atomic_store(&h->root, off);
+		}
 	}
 	pthread_mutex_unlock(&create_lock);
 	return i;
 }
 
-static bool attr_equal(const struct nl_attr *a, const struct nl_attr *b)
+static bool attr_equal(const struct nl_sattr *a, const struct nl_attr *b)
 {
-	if (strcmp(a->key, b->key) != 0 || a->type != b->type)
+	if ((enum nl_attr_type)a->type != b->type || strcmp(nl_seg_ptr(a->key), b->key) != 0)
 		return false;
-	switch (a->type) {
+	switch (b->type) {
 	case NL_ATTR_STR:
-		return strcmp(a->v.s, b->v.s) == 0;
+		return strcmp(nl_seg_ptr(a->v.s), b->v.s) == 0;
 	case NL_ATTR_INT:
 		return a->v.i == b->v.i;
 	case NL_ATTR_BOOL:
-		return a->v.b == b->v.b;
+		return (a->v.b != 0) == b->v.b;
 	case NL_ATTR_DOUBLE:
-		return dbits(a->v.d) == dbits(b->v.d);
+		return a->v.d == dbits(b->v.d);
 	}
 	return false;
 }
 
 static struct nl_series *find(struct nl_instrument *inst, const struct nl_attr *attrs, size_t n)
 {
-	for (struct nl_series *s = atomic_load(&inst->head); s; s = s->next) {
+	for (uint64_t off = atomic_load(&inst->head); off; off = SERIES(off)->next) {
+		struct nl_series *s = SERIES(off);
 		if (s->n_attrs != n)
 			continue;
+		const struct nl_sattr *a = s->attrs ? nl_seg_ptr(s->attrs) : NULL;
 		size_t k = 0;
-		while (k < n && attr_equal(&s->attrs[k], &attrs[k]))
+		while (k < n && attr_equal(&a[k], &attrs[k]))
 			k++;
 		if (k == n)
 			return s;
@@ -110,46 +200,25 @@ static struct nl_series *find(struct nl_instrument *inst, const struct nl_attr *
 	return NULL;
 }
 
-static void free_series(struct nl_series *s)
+/* A series with these attributes (copied into the arena), not yet
+ * published; NULL when the arena is full. Lock-free: hooks create series. */
+static struct nl_series *new_series(enum nl_kind kind, const struct nl_attr *attrs, size_t n)
 {
-	if (s->static_attrs)
-		return;   /* lives in the reserved room */
-	for (size_t k = 0; k < s->n_attrs; k++) {
-		free((char *)s->attrs[k].key);
-		if (s->attrs[k].type == NL_ATTR_STR)
-			free((char *)s->attrs[k].v.s);
-	}
-	free(s);
-}
-
-static struct nl_series *new_series(const struct nl_attr *attrs, size_t n)
-{
-	struct nl_series *s = calloc(1, sizeof *s);
-	if (!s)
+	uint64_t off = nl_seg_alloc(nl_series_size(kind));
+	if (!off)
 		return NULL;
-	series_clear(s);
-	for (size_t k = 0; k < n; k++) {
-		s->attrs[k] = attrs[k];
-		s->attrs[k].key = strdup(attrs[k].key);
-		if (attrs[k].type == NL_ATTR_STR)
-			s->attrs[k].v.s = strdup(attrs[k].v.s);
-		s->n_attrs = k + 1;
-		if (!s->attrs[k].key || (attrs[k].type == NL_ATTR_STR && !s->attrs[k].v.s)) {
-			free_series(s);
-			return NULL;
-		}
-	}
-	return s;
+	struct nl_series *s = SERIES(off);
+	return series_init(s, kind, attrs, n) ? s : NULL;
 }
 
 /* Pushes s on the instrument's list. Lock-free, since hooks publish too;
  * readers walk the list without locks and see s complete. */
 static void publish(struct nl_instrument *inst, struct nl_series *s)
 {
-	struct nl_series *head = atomic_load(&inst->head);
+	uint64_t head = atomic_load(&inst->head);
 	do
 		s->next = head;
-	while (!atomic_compare_exchange_weak(&inst->head, &head, s));
+	while (!atomic_compare_exchange_weak(&inst->head, &head, off_of(s)));
 	atomic_fetch_add(&inst->n_series, 1);
 }
 
@@ -167,7 +236,7 @@ struct nl_series *nl_series_get(struct nl_instrument *inst, const struct nl_attr
 		/* The overflow series itself takes one place of the limit, as in the
 		 * OpenTelemetry SDK. */
 		if (atomic_load(&inst->n_series) + 1 >= atomic_load(&cardinality_limit) ||
-		    !(s = new_series(attrs, n))) {
+		    !(s = new_series((enum nl_kind)inst->kind, attrs, n))) {
 			s = &inst->overflow;
 		} else {
 			publish(inst, s);
@@ -179,21 +248,17 @@ struct nl_series *nl_series_get(struct nl_instrument *inst, const struct nl_attr
 
 /* ---- series created by hooks ------------------------------------------------ */
 
-static struct nl_series *static_room;
-static size_t static_room_n;
+/* The room hooks may use is a count: their series come from the arena like
+ * every other, so they are kept in the segment too. */
+static _Atomic size_t static_room_n;
 static _Atomic size_t static_room_used;
 
 size_t nl_registry_reserve_static(size_t n)
 {
 	NL_ASSERT_NOT_IN_HOOK();
-	if (static_room || n == 0)
-		return static_room_n;
-	/* Untouched pages cost no memory: the room is paid for as it is used. */
-	void *p = mmap(NULL, n * sizeof *static_room, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-	if (p == MAP_FAILED)
-		return 0;
-	static_room = p;
-	static_room_n = n;
+	size_t expected = 0;
+	if (n && !atomic_compare_exchange_strong(&static_room_n, &expected, n))
+		return expected;
 	return n;
 }
 
@@ -202,14 +267,11 @@ struct nl_series *nl_series_add_static(struct nl_instrument *inst, const struct 
 	if (n > NL_MAX_ATTRS || atomic_load_explicit(&inst->n_series, memory_order_relaxed) + 1 >=
 					 atomic_load_explicit(&cardinality_limit, memory_order_relaxed))
 		return &inst->overflow;
-	size_t i = atomic_fetch_add(&static_room_used, 1);
-	if (i >= static_room_n)
+	if (atomic_fetch_add(&static_room_used, 1) >= atomic_load(&static_room_n))
 		return &inst->overflow;
-	struct nl_series *s = &static_room[i];
-	series_clear(s);
-	s->static_attrs = true;
-	memcpy(s->attrs, attrs, n * sizeof *attrs);
-	s->n_attrs = n;
+	struct nl_series *s = new_series((enum nl_kind)inst->kind, attrs, n);
+	if (!s)
+		return &inst->overflow;
 	publish(inst, s);
 	return s;
 }
@@ -270,7 +332,7 @@ void nl_hist_record(struct nl_instrument *inst, struct nl_series *s, double v)
 {
 	if (isnan(v))
 		return;
-	atomic_fetch_add_explicit(&s->u.hist.buckets[nl_hist_bucket(inst->bounds, inst->n_bounds, v)], 1,
+	atomic_fetch_add_explicit(&s->u.hist.buckets[nl_hist_bucket(inst->bounds_p, inst->n_bounds, v)], 1,
 				  memory_order_relaxed);
 	cas_update(&s->u.hist.sum_bits, v, 0);
 	cas_update(&s->u.hist.min_bits, v, -1);
@@ -285,30 +347,34 @@ void nl_registry_atfork_parent(void) { pthread_mutex_unlock(&create_lock); }
 void nl_registry_atfork_child(void)
 {
 	pthread_mutex_init(&create_lock, NULL);
-	nl_registry_reset_values();
+	/* The arena first: until the child has its own copy, zeroing would
+	 * zero the parent's values, which are shared with it. */
+	if (nl_seg_atfork_child())
+		nl_registry_reset_values();
 }
 
 void nl_registry_reset_values(void)
 {
-	for (struct nl_instrument *i = atomic_load(&instruments); i; i = i->next) {
+	for (uint64_t io = first_instrument(); io; io = INST(io)->next) {
+		struct nl_instrument *i = INST(io);
 		series_clear(&i->overflow);
-		for (struct nl_series *s = atomic_load(&i->head); s; s = s->next)
-			series_clear(s);
+		for (uint64_t so = atomic_load(&i->head); so; so = SERIES(so)->next)
+			series_clear(SERIES(so));
 	}
 }
 
 /* ---- snapshots ---------------------------------------------------------- */
 
-static void fill_point(const struct nl_instrument *inst, struct nl_series *s, bool delta, uint64_t start_ns,
+/* The point's values; its attributes are the caller's to set. */
+static void fill_point(enum nl_kind kind, size_t n_bounds, struct nl_series *s, bool delta, uint64_t start_ns,
 		       uint64_t now_ns, struct nl_point *p)
 {
-	p->attrs = s->attrs;
 	p->n_attrs = s->n_attrs;
 	p->time_ns = now_ns;
 	p->series = s;
 	p->overflow = s->overflow;
 	p->start_ns = delta && s->delta_base_time_ns ? s->delta_base_time_ns : start_ns;
-	switch (inst->kind) {
+	switch (kind) {
 	case NL_COUNTER:
 		p->ivalue = (int64_t)(atomic_load(&s->u.count) - (delta ? s->delta_base_count : 0));
 		break;
@@ -325,8 +391,9 @@ static void fill_point(const struct nl_instrument *inst, struct nl_series *s, bo
 		break;
 	case NL_HISTOGRAM:
 		/* count is the sum of the buckets, so the two always agree. */
-		for (size_t b = 0; b <= inst->n_bounds; b++) {
-			p->buckets[b] = atomic_load(&s->u.hist.buckets[b]) - (delta ? s->delta_base_buckets[b] : 0);
+		for (size_t b = 0; b <= n_bounds; b++) {
+			p->buckets[b] = atomic_load(&s->u.hist.buckets[b]) -
+					(delta ? s->u.hist.delta_base_buckets[b] : 0);
 			p->count += p->buckets[b];
 		}
 		p->sum = bitsd(atomic_load(&s->u.hist.sum_bits)) - (delta ? s->delta_base_sum : 0);
@@ -343,9 +410,28 @@ static void fill_point(const struct nl_instrument *inst, struct nl_series *s, bo
 static size_t count_series(const struct nl_instrument *inst)
 {
 	size_t n = atomic_load(&inst->overflow.has_value) ? 1 : 0;
-	for (struct nl_series *s = atomic_load(&inst->head); s; s = s->next)
-		n += atomic_load(&s->has_value);
+	for (uint64_t off = atomic_load(&inst->head); off; off = SERIES(off)->next)
+		n += atomic_load(&SERIES(off)->has_value);
 	return n;
+}
+
+/* Room for n points and their attributes in one block: freed with the
+ * points. */
+static struct nl_point *new_points(size_t n, size_t n_attrs)
+{
+	return calloc(1, n * sizeof(struct nl_point) + n_attrs * sizeof(struct nl_attr));
+}
+
+/* The next point of m, from s; its attributes go to attrs. Returns where
+ * the next point's attributes go. */
+static struct nl_attr *add_point(struct nl_metric *m, struct nl_series *s, uint64_t start_ns, uint64_t now_ns,
+				 struct nl_attr *attrs)
+{
+	struct nl_point *p = &m->points[m->n_points++];
+	fill_point(m->kind, m->n_bounds, s, m->delta, start_ns, now_ns, p);
+	local_attrs(s, attrs);
+	p->attrs = attrs;
+	return attrs + s->n_attrs;
 }
 
 struct nl_snapshot *nl_snapshot_take(bool delta_counters, bool delta_histograms, uint64_t start_ns,
@@ -355,7 +441,7 @@ struct nl_snapshot *nl_snapshot_take(bool delta_counters, bool delta_histograms,
 	if (!snap)
 		return NULL;
 	size_t n_inst = 0;
-	for (struct nl_instrument *i = atomic_load(&instruments); i; i = i->next)
+	for (uint64_t off = first_instrument(); off; off = INST(off)->next)
 		n_inst++;
 	snap->metrics = calloc(n_inst ? n_inst : 1, sizeof *snap->metrics);
 	if (!snap->metrics) {
@@ -369,8 +455,8 @@ struct nl_snapshot *nl_snapshot_take(bool delta_counters, bool delta_histograms,
 		return NULL;
 	}
 	size_t k = n_inst;
-	for (struct nl_instrument *i = atomic_load(&instruments); i && k; i = i->next)
-		order[--k] = i;
+	for (uint64_t off = first_instrument(); off && k; off = INST(off)->next)
+		order[--k] = INST(off);
 
 	for (size_t idx = 0; idx < n_inst; idx++) {
 		struct nl_instrument *inst = order[idx];
@@ -378,25 +464,26 @@ struct nl_snapshot *nl_snapshot_take(bool delta_counters, bool delta_histograms,
 		if (n == 0)
 			continue;
 		struct nl_metric *m = &snap->metrics[snap->n_metrics];
-		m->name = inst->name;
-		m->unit = inst->unit;
-		m->description = inst->description;
-		m->kind = inst->kind;
+		m->name = inst->name_p;
+		m->unit = inst->unit_p;
+		m->description = inst->description_p;
+		m->kind = (enum nl_kind)inst->kind;
 		m->delta = inst->kind == NL_COUNTER ? delta_counters : inst->kind == NL_HISTOGRAM && delta_histograms;
-		m->bounds = inst->bounds;
+		m->bounds = inst->bounds_p;
 		m->n_bounds = inst->n_bounds;
-		m->points = calloc(n, sizeof *m->points);
+		m->points = new_points(n, n * NL_MAX_ATTRS);
 		if (!m->points) {
 			free(order);
 			nl_snapshot_free(snap);
 			return NULL;
 		}
+		struct nl_attr *attrs = (struct nl_attr *)(m->points + n);
 		/* A series may gain its first value while we walk: never exceed n. */
-		for (struct nl_series *s = atomic_load(&inst->head); s && m->n_points < n; s = s->next)
-			if (atomic_load(&s->has_value))
-				fill_point(inst, s, m->delta, start_ns, now_ns, &m->points[m->n_points++]);
+		for (uint64_t off = atomic_load(&inst->head); off && m->n_points < n; off = SERIES(off)->next)
+			if (atomic_load(&SERIES(off)->has_value))
+				attrs = add_point(m, SERIES(off), start_ns, now_ns, attrs);
 		if (m->n_points < n && atomic_load(&inst->overflow.has_value))
-			fill_point(inst, &inst->overflow, m->delta, start_ns, now_ns, &m->points[m->n_points++]);
+			add_point(m, &inst->overflow, start_ns, now_ns, attrs);
 		snap->n_points += m->n_points;
 		snap->n_metrics++;
 	}
@@ -414,6 +501,8 @@ void nl_snapshot_commit(const struct nl_snapshot *snap)
 		for (size_t j = 0; j < m->n_points; j++) {
 			const struct nl_point *p = &m->points[j];
 			struct nl_series *s = p->series;
+			if (!s)
+				continue;   /* another process's segment: nothing to commit */
 			bool retiring = true;
 			if (atomic_compare_exchange_strong(&s->retiring, &retiring, false))
 				atomic_store(&s->has_value, false);
@@ -423,7 +512,7 @@ void nl_snapshot_commit(const struct nl_snapshot *snap)
 				s->delta_base_count += (uint64_t)p->ivalue;
 			} else {
 				for (size_t b = 0; b <= m->n_bounds; b++)
-					s->delta_base_buckets[b] += p->buckets[b];
+					s->u.hist.delta_base_buckets[b] += p->buckets[b];
 				s->delta_base_sum += p->sum;
 			}
 			s->delta_base_time_ns = p->time_ns;
@@ -439,4 +528,345 @@ void nl_snapshot_free(struct nl_snapshot *snap)
 		free(snap->metrics[i].points);
 	free(snap->metrics);
 	free(snap);
+}
+
+/* ---- other processes' segments ------------------------------------------------ */
+
+/* A reader of a segment another process left: data is a private copy of
+ * the file, which may be anything (a crash mid-write is impossible, but the
+ * file is only as trustworthy as every program of the user). Every offset
+ * and length is checked against it, every walk is bounded, and records are
+ * copied out before use. */
+struct reader {
+	const uint8_t *d;
+	size_t len;
+};
+
+#define MAX_FOREIGN_INSTRUMENTS 4096
+
+static bool in_range(const struct reader *r, uint64_t off, size_t size)
+{
+	return off >= NL_SEG_DATA && off % 16 == 0 && off <= r->len && size <= r->len - off;
+}
+
+struct foreign_inst {
+	struct nl_instrument rec;
+	const char *name, *unit, *description;
+	double bounds[NL_MAX_BOUNDS];
+};
+
+/* Copies a record whose length depends on the kind found in its first
+ * part: hdr bytes first, then the whole size (the rest of out zeroed). */
+static bool copy_record(const struct reader *r, uint64_t off, void *out, size_t hdr, size_t full,
+			size_t (*size_of)(const void *))
+{
+	memset(out, 0, full);
+	if (!in_range(r, off, hdr))
+		return false;
+	memcpy(out, r->d + off, hdr);
+	size_t size = size_of(out);
+	if (size < hdr || size > full || !in_range(r, off, size))
+		return false;
+	memcpy(out, r->d + off, size);
+	return true;
+}
+
+/* Another process's bytes are not known to hold 0 or 1 where a bool is:
+ * each flag of a copied series record is made one before it is read. */
+static void settle_flags(struct nl_series *s)
+{
+	static const size_t flags[] = { offsetof(struct nl_series, overflow), offsetof(struct nl_series, has_value),
+					offsetof(struct nl_series, retiring) };
+	for (size_t i = 0; i < sizeof flags / sizeof *flags; i++) {
+		unsigned char *b = (unsigned char *)s + flags[i];
+		*b = *b != 0;
+	}
+}
+
+static size_t series_record_size(const void *rec)
+{
+	const struct nl_series *s = rec;
+	return s->kind > NL_UPDOWN ? 0 : nl_series_size((enum nl_kind)s->kind);
+}
+
+static size_t instrument_record_size(const void *rec)
+{
+	const struct nl_instrument *i = rec;
+	return i->kind > NL_UPDOWN ? 0 : offsetof(struct nl_instrument, overflow) + nl_series_size((enum nl_kind)i->kind);
+}
+
+static bool read_instrument(const struct reader *r, uint64_t off, struct foreign_inst *out)
+{
+	if (!copy_record(r, off, &out->rec, offsetof(struct nl_instrument, overflow), sizeof out->rec,
+			 instrument_record_size))
+		return false;
+	settle_flags(&out->rec.overflow);
+	const struct nl_instrument *i = &out->rec;
+	out->name = nl_seg_str(r->d, r->len, i->name);
+	out->unit = nl_seg_str(r->d, r->len, i->unit);
+	out->description = nl_seg_str(r->d, r->len, i->description);
+	if (!out->name || !out->name[0] || !out->unit || !out->description || i->n_bounds > NL_MAX_BOUNDS ||
+	    (i->n_bounds && !in_range(r, i->bounds, i->n_bounds * sizeof(double))) || i->overflow.kind != i->kind)
+		return false;
+	if (i->n_bounds)
+		memcpy(out->bounds, r->d + i->bounds, i->n_bounds * sizeof(double));
+	for (size_t b = 0; b < i->n_bounds; b++)
+		if (!isfinite(out->bounds[b]) || (b && !(out->bounds[b] > out->bounds[b - 1])))
+			return false;
+	return true;
+}
+
+/* The series at off, if it is one of the instrument's kind, with its
+ * attributes (pointing into the data). */
+static bool read_series(const struct reader *r, uint64_t off, const struct foreign_inst *inst, struct nl_series *s,
+			struct nl_attr *attrs)
+{
+	if (!copy_record(r, off, s, offsetof(struct nl_series, u), sizeof *s, series_record_size))
+		return false;
+	settle_flags(s);
+	if (s->kind != inst->rec.kind || s->n_attrs > NL_MAX_ATTRS)
+		return false;
+	struct nl_sattr sa[NL_MAX_ATTRS];
+	if (s->n_attrs && !in_range(r, s->attrs, s->n_attrs * sizeof *sa))
+		return false;
+	if (s->n_attrs)
+		memcpy(sa, r->d + s->attrs, s->n_attrs * sizeof *sa);
+	return nl_seg_get_attrs(r->d, r->len, sa, s->n_attrs, attrs);
+}
+
+/* The instruments' offsets, oldest first (they are created under the lock,
+ * so older ones sit lower), or -1 when the list is not one. */
+static long list_instruments(const struct reader *r, uint64_t root, uint64_t *out)
+{
+	size_t n = 0;
+	uint64_t prev = UINT64_MAX;
+	for (uint64_t off = root; off;) {
+		if (off >= prev || n == MAX_FOREIGN_INSTRUMENTS || !in_range(r, off, sizeof(struct nl_instrument)))
+			return -1;
+		out[n++] = prev = off;
+		memcpy(&off, r->d + off + offsetof(struct nl_instrument, next), sizeof off);
+	}
+	for (size_t a = 0, b = n ? n - 1 : 0; a < b; a++, b--) {
+		uint64_t t = out[a];
+		out[a] = out[b];
+		out[b] = t;
+	}
+	return (long)n;
+}
+
+/* Calls fn for every series of the instrument that has a value, the
+ * overflow series last. Hooks publish series in any order of their offsets,
+ * so a walk is bounded by how many series the data could hold; false when
+ * something is out of place. */
+typedef void (*series_fn)(void *ctx, const struct foreign_inst *inst, const struct nl_series *s,
+			  const struct nl_attr *attrs);
+
+static bool walk_series(const struct reader *r, const struct foreign_inst *inst, series_fn fn, void *ctx)
+{
+	struct nl_series s;
+	struct nl_attr attrs[NL_MAX_ATTRS];
+	size_t steps = r->len / nl_series_size(NL_COUNTER) + 1;
+	for (uint64_t off = inst->rec.head; off; off = s.next) {
+		if (steps-- == 0 || !read_series(r, off, inst, &s, attrs))
+			return false;
+		if (atomic_load(&s.has_value) && !s.overflow)
+			fn(ctx, inst, &s, attrs);
+	}
+	memcpy(&s, &inst->rec.overflow, sizeof s);
+	if (atomic_load(&s.has_value)) {
+		s.n_attrs = 1;
+		attrs[0] = overflow_attr;
+		s.overflow = true;
+		fn(ctx, inst, &s, attrs);
+	}
+	return true;
+}
+
+static bool header_usable(const uint8_t *data, size_t len, struct reader *r)
+{
+	if (len < sizeof(struct nl_seg_header))
+		return false;
+	const struct nl_seg_header *h = (const struct nl_seg_header *)data;
+	if (memcmp(h->magic, NL_SEG_MAGIC, 8) != 0 || h->layout != nl_registry_layout())
+		return false;
+	uint64_t used = atomic_load(&((struct nl_seg_header *)data)->used);
+	r->d = data;
+	r->len = used < len ? (size_t)used : len;
+	return true;
+}
+
+struct counting {
+	size_t points, attrs;
+};
+
+static void count_one(void *ctx, const struct foreign_inst *inst, const struct nl_series *s,
+		      const struct nl_attr *attrs)
+{
+	(void)inst;
+	(void)attrs;
+	struct counting *c = ctx;
+	c->points++;
+	c->attrs += s->n_attrs;
+}
+
+struct filling {
+	struct nl_metric *m;
+	struct nl_attr *attrs;          /* next free place in the snapshot's own storage */
+	bool delta;
+	uint64_t start_ns, now_ns;
+};
+
+static void fill_one(void *ctx, const struct foreign_inst *inst, const struct nl_series *s,
+		     const struct nl_attr *attrs)
+{
+	struct filling *f = ctx;
+	struct nl_point *p = &f->m->points[f->m->n_points++];
+	fill_point((enum nl_kind)inst->rec.kind, inst->rec.n_bounds, (struct nl_series *)s, f->delta, f->start_ns,
+		   f->now_ns, p);
+	memcpy(f->attrs, attrs, s->n_attrs * sizeof *attrs);
+	p->attrs = f->attrs;
+	p->series = NULL;   /* nothing to commit in a dead process */
+	f->attrs += s->n_attrs;
+}
+
+struct nl_snapshot *nl_snapshot_of_segment(const uint8_t *data, size_t len, uint64_t now_ns)
+{
+	struct reader r;
+	if (!header_usable(data, len, &r))
+		return NULL;
+	const struct nl_seg_header *h = (const struct nl_seg_header *)data;
+	uint64_t *order = malloc(MAX_FOREIGN_INSTRUMENTS * sizeof *order);
+	struct foreign_inst *insts = order ? malloc(MAX_FOREIGN_INSTRUMENTS * sizeof *insts) : NULL;
+	long n_inst = insts ? list_instruments(&r, h->root, order) : -1;
+	struct counting c = { 0, 0 };
+	size_t n_res = h->n_resource;
+	bool ok = n_inst >= 0 && n_res <= 128 && (!n_res || in_range(&r, h->resource, n_res * sizeof(struct nl_sattr)));
+	for (long k = 0; ok && k < n_inst; k++)
+		ok = read_instrument(&r, order[k], &insts[k]) && walk_series(&r, &insts[k], count_one, &c);
+	struct nl_snapshot *snap = NULL;
+	if (ok)
+		snap = calloc(1, sizeof *snap + (n_res + c.attrs) * sizeof(struct nl_attr));
+	if (snap)
+		snap->metrics = calloc(n_inst ? (size_t)n_inst : 1, sizeof *snap->metrics);
+	if (!snap || !snap->metrics)
+		goto fail;
+	/* Resource and point attributes live right after the snapshot: freed with it. */
+	struct nl_attr *storage = (struct nl_attr *)(snap + 1);
+	struct nl_sattr res[128];
+	if (n_res)
+		memcpy(res, data + h->resource, n_res * sizeof *res);
+	if (!nl_seg_get_attrs(r.d, r.len, res, n_res, storage))
+		goto fail;
+	snap->resource = storage;
+	snap->n_resource = n_res;
+	struct filling f = { .attrs = storage + n_res, .start_ns = h->start_unix_ns, .now_ns = now_ns };
+	for (long k = 0; k < n_inst; k++) {
+		const struct foreign_inst *inst = &insts[k];
+		struct counting one = { 0, 0 };
+		walk_series(&r, inst, count_one, &one);
+		if (!one.points)
+			continue;
+		struct nl_metric *m = &snap->metrics[snap->n_metrics];
+		enum nl_kind kind = (enum nl_kind)inst->rec.kind;
+		/* The strings point into data, which outlives the snapshot. */
+		m->name = inst->name;
+		m->unit = inst->unit;
+		m->description = inst->description;
+		m->kind = kind;
+		m->delta = kind == NL_COUNTER	  ? (h->flags & NL_SEG_DELTA_COUNTERS) != 0
+			   : kind == NL_HISTOGRAM ? (h->flags & NL_SEG_DELTA_HISTOGRAMS) != 0
+						  : false;
+		if (inst->rec.n_bounds)
+			m->bounds = (const double *)(data + inst->rec.bounds);
+		m->n_bounds = inst->rec.n_bounds;
+		if (!(m->points = calloc(one.points, sizeof *m->points)))
+			goto fail;
+		f.m = m;
+		f.delta = m->delta;
+		walk_series(&r, inst, fill_one, &f);
+		snap->n_points += m->n_points;
+		snap->n_metrics++;
+	}
+	free(insts);
+	free(order);
+	return snap;
+fail:
+	nl_snapshot_free(snap);
+	free(insts);
+	free(order);
+	return NULL;
+}
+
+/* ---- folding a dead process into this one -------------------------------------- */
+
+struct folding {
+	struct nl_instrument *own;
+	size_t series;
+};
+
+static void fold_one(void *ctx, const struct foreign_inst *inst, const struct nl_series *cs,
+		     const struct nl_attr *attrs)
+{
+	struct folding *f = ctx;
+	struct nl_series *s = (struct nl_series *)cs;   /* a private copy: read only */
+	struct nl_series *t = s->overflow ? &f->own->overflow : nl_series_get(f->own, attrs, s->n_attrs);
+	if (inst->rec.kind == NL_COUNTER) {
+		nl_counter_add(t, atomic_load(&s->u.count));
+	} else {
+		for (size_t b = 0; b <= inst->rec.n_bounds; b++)
+			atomic_fetch_add(&t->u.hist.buckets[b], atomic_load(&s->u.hist.buckets[b]));
+		cas_update(&t->u.hist.sum_bits, bitsd(atomic_load(&s->u.hist.sum_bits)), 0);
+		double mn = bitsd(atomic_load(&s->u.hist.min_bits)), mx = bitsd(atomic_load(&s->u.hist.max_bits));
+		if (isfinite(mn) && isfinite(mx)) {
+			cas_update(&t->u.hist.min_bits, mn, -1);
+			cas_update(&t->u.hist.max_bits, mx, 1);
+		}
+		atomic_store(&t->has_value, true);
+	}
+	f->series++;
+}
+
+/* This process's instrument of the same name, kind and bounds, created
+ * (with copies of the names in the arena) when it has none. */
+static struct nl_instrument *own_instrument(const struct foreign_inst *inst)
+{
+	struct nl_instrument *i = nl_seg_base ? find_instrument(inst->name) : NULL;
+	if (!i) {
+		uint64_t name = nl_seg_copy_str(inst->name), unit = nl_seg_copy_str(inst->unit);
+		uint64_t desc = nl_seg_copy_str(inst->description);
+		uint64_t bounds = inst->rec.n_bounds ? nl_seg_alloc(inst->rec.n_bounds * sizeof(double)) : 0;
+		if (!name || !unit || !desc || (inst->rec.n_bounds && !bounds))
+			return NULL;
+		if (bounds)
+			memcpy(nl_seg_ptr(bounds), inst->bounds, inst->rec.n_bounds * sizeof(double));
+		i = nl_instrument_get(nl_seg_ptr(name), nl_seg_ptr(unit), nl_seg_ptr(desc), (enum nl_kind)inst->rec.kind,
+				      bounds ? nl_seg_ptr(bounds) : NULL, inst->rec.n_bounds);
+	}
+	if (!i || i->kind != inst->rec.kind || i->n_bounds != inst->rec.n_bounds ||
+	    (i->n_bounds && memcmp(i->bounds_p, inst->bounds, i->n_bounds * sizeof(double)) != 0))
+		return NULL;
+	return i;
+}
+
+long nl_registry_fold_segment(const uint8_t *data, size_t len)
+{
+	NL_ASSERT_NOT_IN_HOOK();
+	struct reader r;
+	if (!header_usable(data, len, &r))
+		return -1;
+	const struct nl_seg_header *h = (const struct nl_seg_header *)data;
+	uint64_t *order = malloc(MAX_FOREIGN_INSTRUMENTS * sizeof *order);
+	long n_inst = order ? list_instruments(&r, h->root, order) : -1;
+	struct folding f = { NULL, 0 };
+	for (long k = 0; k < n_inst; k++) {
+		struct foreign_inst inst;
+		/* Counters and histograms only: a gauge or an up-down counter is the
+		 * state of a process that no longer exists. */
+		if (!read_instrument(&r, order[k], &inst) ||
+		    (inst.rec.kind != NL_COUNTER && inst.rec.kind != NL_HISTOGRAM) || !(f.own = own_instrument(&inst)))
+			continue;
+		walk_series(&r, &inst, fold_one, &f);
+	}
+	free(order);
+	return n_inst < 0 ? -1 : (long)f.series;
 }

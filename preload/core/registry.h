@@ -84,4 +84,23 @@ void nl_series_retire(struct nl_series *s);
 void nl_series_unretire(struct nl_series *s);
 void nl_snapshot_free(struct nl_snapshot *snap);
 
+/* ---- Segments of other processes (segment.h) -------------------------- */
+
+/* A fingerprint of the record layouts the segment holds: a reader never
+ * takes another layout (another build of the shim) for its own. */
+uint32_t nl_registry_layout(void);
+/* The address space the arena reserves for a cardinality limit. */
+size_t nl_registry_capacity(size_t limit);
+/* A snapshot of what the segment in data[0,len) (a private copy of the
+ * file another process left) holds, under its resource and start time;
+ * NULL when the data is not a segment of this layout, or on OOM. Strings
+ * point into data, which must outlive the snapshot. nl_snapshot_commit
+ * ignores its points. */
+struct nl_snapshot *nl_snapshot_of_segment(const uint8_t *data, size_t len, uint64_t now_ns);
+/* Adds the counters and histograms of such a segment to this process's own
+ * series of the same names and attributes (NEMOLENS_ADOPT=fold); gauges and
+ * up-down counters, the state of a process that is gone, are dropped.
+ * Returns the number of series folded, -1 when data is not a segment. */
+long nl_registry_fold_segment(const uint8_t *data, size_t len);
+
 #endif

@@ -1,49 +1,76 @@
 /* The registry's layouts: private to registry.c, so that nothing else has
- * to notice when they change (they are about to live in shared memory). */
+ * to notice when they change.
+ *
+ * Instruments and series live in the segment's arena (segment.h): in a file
+ * another process can read after this one died. Everything another process
+ * needs is a value or an offset from the arena's start; the few pointers
+ * kept next to them (marked "this process") are for this process alone,
+ * valid here and in fork children, which map their copy of the arena at the
+ * same address, and ignored by readers. nl_registry_layout() fingerprints
+ * these structs, so a reader never takes another layout for its own.
+ *
+ * Records are as small as their kind allows: every process creates its
+ * series at load, and each page of them is a page fault of every exec.
+ */
 #ifndef NL_REGISTRY_IMPL_H
 #define NL_REGISTRY_IMPL_H
 
 #include <stdatomic.h>
+#include <stddef.h>
 
 #include "registry.h"
+#include "segment.h"
 
 struct nl_hist {
-	_Atomic uint64_t buckets[NL_MAX_BOUNDS + 1];
 	_Atomic uint64_t sum_bits;      /* double, updated by CAS */
 	_Atomic uint64_t min_bits;
 	_Atomic uint64_t max_bits;
+	_Atomic uint64_t buckets[NL_MAX_BOUNDS + 1];
+	/* Last exported buckets, for delta temporality (export thread only). */
+	uint64_t delta_base_buckets[NL_MAX_BOUNDS + 1];
 };
 
 struct nl_series {
-	struct nl_series *next;         /* immutable once published */
-	struct nl_attr attrs[NL_MAX_ATTRS];
-	size_t n_attrs;
+	uint64_t next;                  /* offset of the next (older) series; immutable once published */
+	uint64_t attrs;                 /* offset of struct nl_sattr[n_attrs] (strings follow them) */
+	uint16_t n_attrs;
+	uint8_t kind;                   /* enum nl_kind: which member of u exists */
 	bool overflow;                  /* the otel.metric.overflow=true series */
-	bool static_attrs;              /* attributes borrowed, not owned (nl_series_add_static) */
 	_Atomic bool has_value;         /* exported only once something was recorded */
 	_Atomic bool retiring;          /* exported once more, then no longer */
+	uint16_t reserved;
+	/* Last exported cumulative values, for delta temporality (export thread only). */
+	uint64_t delta_base_count;
+	double delta_base_sum;
+	uint64_t delta_base_time_ns;
+	/* Only the member of the series' kind is allocated: a counter's record
+	 * ends after count (nl_series_size). */
 	union {
 		_Atomic uint64_t count;     /* NL_COUNTER, NL_UPDOWN (two's complement) */
 		_Atomic uint64_t bits;      /* NL_GAUGE (double bits), NL_GAUGE_INT (int64) */
 		struct nl_hist hist;        /* NL_HISTOGRAM */
 	} u;
-	/* Last exported cumulative values, for delta temporality (export thread only). */
-	uint64_t delta_base_count;
-	uint64_t delta_base_buckets[NL_MAX_BOUNDS + 1];
-	double delta_base_sum;
-	uint64_t delta_base_time_ns;
 };
 
+static inline size_t nl_series_size(enum nl_kind kind)
+{
+	return kind == NL_HISTOGRAM ? sizeof(struct nl_series) : offsetof(struct nl_series, u) + sizeof(uint64_t);
+}
+
 struct nl_instrument {
-	struct nl_instrument *next;
-	const char *name;
-	const char *unit;
-	const char *description;
-	enum nl_kind kind;
-	const double *bounds;           /* NL_HISTOGRAM only */
-	size_t n_bounds;
-	_Atomic(struct nl_series *) head;
-	_Atomic size_t n_series;
+	uint64_t next;                  /* offset of the next (older) instrument */
+	uint64_t name, unit, description;   /* offsets of the strings */
+	uint64_t bounds;                /* offset of double[n_bounds] */
+	uint32_t kind;                  /* enum nl_kind */
+	uint32_t n_bounds;
+	_Atomic uint64_t head;          /* offset of the newest series */
+	_Atomic uint64_t n_series;
+	/* This process: the caller's strings (nl_instrument_get). */
+	const char *name_p;
+	const char *unit_p;
+	const char *description_p;
+	const double *bounds_p;
+	/* Last: like every series, only as long as its kind needs. */
 	struct nl_series overflow;
 };
 

@@ -53,8 +53,11 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "adopt.h"
+#include "clock.h"
 #include "config.h"
 #include "log.h"
+#include "segment.h"
 
 #ifndef NL_VERSION
 #define NL_VERSION "unknown"
@@ -77,10 +80,52 @@
 
 static const char *progname = "nemolens-run";
 
-/* Placeholder: after the program has ended, this will deliver whatever the
- * program and its descendants left behind (metrics that processes killed
- * before their exit export could not send). Nothing is left behind yet. */
-static void nl_deliver_leftovers(void) {}
+static const char *env_lookup(const char *name);
+
+/* ---- after the program ended -------------------------------------------- */
+
+struct delivery {
+	const struct nl_config *cfg;
+	struct nl_transport *transport;
+	char user_agent[64];
+};
+
+static struct nl_transport *delivery_transport(void *arg)
+{
+	struct delivery *d = arg;
+	if (!d->transport) {
+		struct nl_transport_config tc = nl_adopt_transport_config(d->cfg, d->user_agent);
+		d->transport = nl_transport_new(&tc);
+	}
+	return d->transport;
+}
+
+/* Delivers what the program and its descendants left behind: the segments
+ * (segment.h) of processes that ended without delivering everything, the
+ * program itself when it was killed (SIGKILL included), under their own
+ * resources. Also those of other dead processes of this user that were
+ * configured for the same collector. Within NEMOLENS_EXIT_TIMEOUT_MS: the
+ * launcher's exit waits for nothing longer. */
+static void nl_deliver_leftovers(void)
+{
+	struct nl_config cfg;
+	/* The program has said what is wrong with the variables already. */
+	enum nl_log_level level = nl_log_get_level();
+	nl_log_set_level(NL_LOG_NONE);
+	nl_config_load(&cfg, env_lookup, "nemolens-run");
+	nl_log_set_level(level);
+	if (cfg.enabled && cfg.metrics_enabled && cfg.exporter == NL_EXPORTER_OTLP && cfg.adopt != NL_ADOPT_OFF &&
+	    nl_seg_configure(&cfg) == 0) {
+		struct delivery d = { .cfg = &cfg };
+		snprintf(d.user_agent, sizeof d.user_agent, "nemolens-preload/%s", NL_VERSION);
+		struct nl_adopter a = { .cfg = &cfg, .transport = delivery_transport, .arg = &d };
+		/* A process that ended a moment ago has let go of its segment: the
+		 * kernel releases its lock before its parent learns of its end. */
+		nl_adopt_run(&a, nl_monotonic_ns() + (uint64_t)cfg.exit_timeout_ms * 1000000u, true, NULL);
+		nl_transport_free(d.transport);
+	}
+	nl_config_free(&cfg);
+}
 
 static void usage(void)
 {

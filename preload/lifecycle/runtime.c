@@ -1,8 +1,17 @@
 /* Lifecycle: configuration at load, a lazily started exporter thread, fork
- * handling, and a bounded flush at exit.
+ * handling, and a bounded flush at exit; and the delivery of what other
+ * processes left (adopt.h), by the same thread.
  *
  * Nothing here runs on a hook's path except the first nl_runtime_kick() of
- * a process (state.h), which starts the exporter thread.
+ * a process (state.h), which names the process's segment (segment.h) and
+ * starts the exporter thread.
+ *
+ * Which processes deliver leftovers: every process whose thread runs, that
+ * is every process that recorded something, and every process that forked
+ * (its children may die before they can export; the parent is the one that
+ * outlives them). Each delivers at its thread's start, after every export
+ * and in its exit flush, so a death is delivered within one export interval
+ * while such a process lives.
  */
 #include "runtime.h"
 
@@ -20,6 +29,7 @@
 #include "config.h"
 #include "connmetrics.h"
 #include "dest.h"
+#include "adopt.h"
 #include "export.h"
 #include "httpmetrics.h"
 #include "log.h"
@@ -27,6 +37,7 @@
 #include "real.h"
 #include "registry.h"
 #include "resource.h"
+#include "segment.h"
 #include "state.h"
 
 static struct nl_config cfg;
@@ -39,12 +50,22 @@ static pthread_cond_t wake;
 static pthread_t thread;
 static bool thread_running;             /* under lock */
 static bool stopping;                   /* under lock */
+static bool thread_ready;               /* under lock: the thread has set itself up and waits */
+static bool library_init;               /* under lock: libcurl and its TLS library are being set up */
 static _Atomic bool abort_send;         /* makes an in-flight export give up */
 static _Atomic bool flushed_at_exit;
 static struct nl_transport *transport;  /* the exporter thread's, then the exit flush's once it stopped */
 /* The exit flush's own when the thread would not stop in time: that thread
  * may still be using `transport`, so the flush never touches it then. */
 static struct nl_transport *exit_transport;
+
+static bool can_adopt;                  /* segments are on: leftovers can be delivered from here */
+static _Atomic bool thread_ever;        /* this process ran the thread: it delivers leftovers at exit too */
+static uint64_t delivery_key;           /* of this configuration (nl_seg_delivery_key) */
+/* CLOCK_MONOTONIC of the last failed send to the collector (0: none since
+ * the last success). Leftovers wait while it fails: trying them would only
+ * add the same failure, and its warning, to every process of the user. */
+static _Atomic uint64_t collector_failed_ns;
 
 /* ---- one export --------------------------------------------------------- */
 
@@ -88,6 +109,29 @@ static void register_exit_flush(void)
 	atexit(flush_at_exit);
 }
 
+static struct nl_transport *ensure_transport(struct nl_transport **tp)
+{
+	if (!*tp) {
+		struct nl_transport_config tc = nl_adopt_transport_config(&cfg, user_agent);
+		/* The first transport loads and initialises libcurl and its TLS
+		 * library, whose locks (a spin lock, run-once guards) a fork would
+		 * leave held in the child forever: fork waits for it
+		 * (atfork_prepare). */
+		pthread_mutex_lock(&lock);
+		library_init = true;
+		pthread_mutex_unlock(&lock);
+		*tp = nl_transport_new(&tc);
+		pthread_mutex_lock(&lock);
+		library_init = false;
+		pthread_cond_broadcast(&wake);
+		pthread_mutex_unlock(&lock);
+		static _Atomic bool registered;
+		if (!atomic_exchange(&registered, true))
+			register_exit_flush();
+	}
+	return *tp;
+}
+
 /* Takes a snapshot and sends it; returns false when data should be resent.
  * No new attempt starts after retry_until_ns: a later export carries fresher
  * cumulative values than a retry of this one would. */
@@ -113,25 +157,12 @@ static bool export_once(struct nl_transport **tp, uint64_t deadline_ns, uint64_t
 		} else if (cfg.exporter == NL_EXPORTER_OTLP) {
 			uint8_t *body;
 			size_t len;
-			if (!*tp) {
-				struct nl_transport_config tc = {
-					.url = cfg.endpoint,
-					.headers = cfg.headers,
-					.n_headers = cfg.n_headers,
-					.gzip = cfg.gzip,
-					.timeout_ms = cfg.otlp_timeout_ms,
-					.ca_file = cfg.ca_file,
-					.client_key = cfg.client_key,
-					.client_cert = cfg.client_cert,
-					.user_agent = user_agent,
-				};
-				*tp = nl_transport_new(&tc);
-				static _Atomic bool registered;
-				if (!atomic_exchange(&registered, true))
-					register_exit_flush();
-			}
+			ensure_transport(tp);
 			if (*tp)
 				nl_transport_set_final(*tp, final);
+			/* From now on a collector may have seen this identity: the
+			 * segment is never folded into another process's series. */
+			nl_seg_mark_exported();
 			if (*tp && nl_otlp_encode(snap, &body, &len) == 0) {
 				enum nl_send_result r =
 					nl_transport_send(*tp, body, len, deadline_ns, retry_until_ns, &abort_send);
@@ -139,6 +170,8 @@ static bool export_once(struct nl_transport **tp, uint64_t deadline_ns, uint64_t
 				/* Cumulative data catches up by itself at the next export; only
 				 * delta bases must wait for a success. */
 				ok = r == NL_SEND_OK || r == NL_SEND_REJECTED;
+				if (r != NL_SEND_ABORTED)
+					atomic_store(&collector_failed_ns, ok ? 0 : nl_monotonic_ns());
 			} else {
 				ok = false;
 			}
@@ -154,6 +187,77 @@ static uint64_t export_deadline(void)
 {
 	long ms = cfg.otlp_timeout_ms < cfg.export_timeout_ms ? cfg.otlp_timeout_ms : cfg.export_timeout_ms;
 	return nl_monotonic_ns() + (uint64_t)ms * 1000000u;
+}
+
+/* ---- this process's segment, and the others' ---------------------------- */
+
+/* Names this process's segment, with its identity: from the first record
+ * on, whatever recorded survives the process's death. */
+static void publish_segment(void)
+{
+	if (!can_adopt || nl_seg_published())
+		return;
+	struct nl_seg_identity id = {
+		.resource = resource.attrs,
+		.n_resource = resource.n,
+		.instance_id = resource.instance_id,
+		.start_unix_ns = start_unix_ns,
+		.flags = (cfg.delta_counters ? NL_SEG_DELTA_COUNTERS : 0) |
+			 (cfg.delta_histograms ? NL_SEG_DELTA_HISTOGRAMS : 0),
+		.interval_ms = (uint32_t)cfg.export_interval_ms,
+		.delivery_key = delivery_key,
+	};
+	int saved = nl_hooks_bypass;
+	nl_hooks_bypass = 1;   /* the shim's own files */
+	nl_seg_publish(&id);
+	nl_hooks_bypass = saved;
+}
+
+static struct nl_transport *adopter_transport(void *arg) { return ensure_transport(arg); }
+
+static void start_on_first_record(void);
+
+/* Folded values become this process's own: its segment must exist, so
+ * that they survive this process too. */
+static bool fold_ready(void *arg)
+{
+	(void)arg;
+	start_on_first_record();
+	return nl_seg_published();
+}
+
+static void adopt_leftovers(struct nl_transport **tp, uint64_t deadline, bool thorough)
+{
+	uint64_t failed = atomic_load(&collector_failed_ns);
+	if (!can_adopt || (failed && nl_monotonic_ns() - failed < 60ull * 1000000000u))
+		return;
+	struct nl_adopter a = {
+		.cfg = &cfg,
+		.transport = adopter_transport,
+		.fold_ready = fold_ready,
+		.arg = tp,
+		.abort = &abort_send,
+	};
+	bool send_failed;
+	nl_adopt_run(&a, deadline, thorough, &send_failed);
+	if (send_failed && !atomic_load(&abort_send))
+		atomic_store(&collector_failed_ns, nl_monotonic_ns());
+}
+
+/* The parent delivers leftovers for this tree: it published a segment
+ * (it recorded, or forked), so its thread runs, for the same collector.
+ * Then this process leaves the work to it, instead of every process of a
+ * pool scanning the directory and racing its siblings for the same files.
+ * Once the parent is gone (getppid() is then the reaper), this process
+ * delivers for itself. */
+static bool parent_adopts(void) { return nl_seg_pid_published((int)getppid(), delivery_key); }
+
+/* NEMOLENS_ADOPT=fold: a process that never exported leaves its values to
+ * its parent, which folds them into its own series, instead of exporting
+ * them under an identity of its own. */
+static bool leave_to_parent(void)
+{
+	return cfg.adopt == NL_ADOPT_FOLD && nl_seg_published() && !nl_seg_exported() && parent_adopts();
 }
 
 /* ---- the background thread --------------------------------------------- */
@@ -172,10 +276,22 @@ static void *exporter_main(void *arg)
 	bool sampling = nl_memsampler_active();
 	uint64_t next_export = nl_monotonic_ns() + interval_ns;
 	uint64_t next_sample = nl_monotonic_ns();
+	/* Leftovers after every export, the first time with the first one: not
+	 * at the thread's start, which is when programs tend to fork (right
+	 * after their first connection), and a fork while this thread holds a
+	 * library's lock (libcurl's initialisation, a sanitizer's allocator)
+	 * leaves the child that lock held forever. A thorough look (segments
+	 * named after live pids: exec'd into a program without the shim,
+	 * zombies) every 30 s. */
+	uint64_t next_adopt = next_export, next_thorough = 0;
 
 	pthread_mutex_lock(&lock);
+	thread_ready = true;
+	pthread_cond_broadcast(&wake);
 	while (!stopping) {
 		uint64_t due = sampling && next_sample < next_export ? next_sample : next_export;
+		if (can_adopt && next_adopt < due)
+			due = next_adopt;
 		struct timespec ts = { .tv_sec = (time_t)(due / 1000000000u), .tv_nsec = (long)(due % 1000000000u) };
 		int rc = 0;
 		while (!stopping && rc != ETIMEDOUT)
@@ -192,9 +308,22 @@ static void *exporter_main(void *arg)
 				next_sample = now + sample_ns;
 		}
 		if (now >= next_export) {
-			export_once(&transport, export_deadline(), now + interval_ns, false);
+			/* A process that only delivers for others (it forked, but
+			 * recorded nothing) has nothing of its own to take. */
+			if (atomic_load(&nl_runtime_kicked))
+				export_once(&transport, export_deadline(), now + interval_ns, false);
 			next_export = nl_monotonic_ns() + interval_ns;
 		}
+		if (can_adopt && now >= next_adopt) {
+			bool thorough = now >= next_thorough;
+			if (!parent_adopts()) {
+				adopt_leftovers(&transport, export_deadline(), thorough);
+				if (thorough)
+					next_thorough = now + 30ull * 1000000000u;
+			}
+			next_adopt = next_export;
+		}
+		nl_seg_heartbeat();
 		pthread_mutex_lock(&lock);
 	}
 	thread_running = false;
@@ -218,8 +347,11 @@ static void start_thread(void)
 		pthread_sigmask(SIG_BLOCK, &all, &old);
 		int saved = nl_hooks_bypass;
 		nl_hooks_bypass = 1;   /* the thread's own setup must not count */
-		if (pthread_create(&thread, &attr, exporter_main, NULL) == 0)
+		thread_ready = false;
+		if (pthread_create(&thread, &attr, exporter_main, NULL) == 0) {
 			thread_running = true;
+			atomic_store(&thread_ever, true);
+		}
 		else
 			nl_warn_once("thread", "cannot start the exporter thread; metrics are exported at exit only");
 		nl_hooks_bypass = saved;
@@ -238,6 +370,7 @@ static void start_on_first_record(void)
 	if (cfg.exporter == NL_EXPORTER_NONE)
 		return;
 	NL_KEEP_ERRNO;
+	publish_segment();
 	register_exit_flush();
 	start_thread();
 }
@@ -256,7 +389,24 @@ static void export_quietly(struct nl_transport **tp, uint64_t deadline)
 	pthread_sigmask(SIG_BLOCK, &pipe_set, &old);
 	sigpending(&pending);
 	bool was_pending = sigismember(&pending, SIGPIPE);
-	export_once(tp, deadline, 0, true);   /* the last chance: what fails is lost */
+	/* A process that delivers leftovers does so at exit too, within the
+	 * same deadline: folded ones first, since they become part of this
+	 * process's own last export; others after it. */
+	/* An image that found its predecessor's segment (before an exec)
+	 * delivers it here at the latest; its thread, when it records, and any
+	 * other process that delivers leftovers, do sooner. It starts no thread
+	 * of its own for it: a program that records nothing sees no thread, no
+	 * descriptor and no connection of the shim while it runs. */
+	bool adopter = can_adopt && (atomic_load(&thread_ever) || nl_seg_predecessor_found()) && !parent_adopts();
+	bool fold = cfg.adopt == NL_ADOPT_FOLD;
+	if (adopter && fold)
+		adopt_leftovers(tp, deadline, false);
+	if (!leave_to_parent()) {
+		export_once(tp, deadline, 0, true);   /* the last chance: what fails is lost */
+		nl_seg_remove();
+	}
+	if (adopter && !fold)
+		adopt_leftovers(tp, deadline, false);
 	if (!was_pending) {
 		struct timespec zero = { 0, 0 };
 		while (sigtimedwait(&pipe_set, NULL, &zero) == SIGPIPE)
@@ -309,6 +459,20 @@ static void flush_at_exit(void)
 static void atfork_prepare(void)
 {
 	pthread_mutex_lock(&lock);
+	/* Two moments of the shim's own threads that a fork must not cut in
+	 * two, since the child would inherit locks held there forever: a thread
+	 * created a moment ago still setting itself up (its stack, a
+	 * sanitizer's allocator, which does not take care of fork), and the one
+	 * time libcurl and its TLS library are initialised. The fork waits for
+	 * them, bounded; never for an export or a delivery. */
+	if ((thread_running && !thread_ready) || library_init) {
+		struct timespec ts;
+		clock_gettime(CLOCK_MONOTONIC, &ts);
+		ts.tv_sec += 2;
+		while (((thread_running && !thread_ready) || library_init) &&
+		       pthread_cond_timedwait(&wake, &lock, &ts) != ETIMEDOUT)
+			;
+	}
 	nl_registry_atfork_prepare();
 }
 
@@ -316,14 +480,27 @@ static void atfork_parent(void)
 {
 	nl_registry_atfork_parent();
 	pthread_mutex_unlock(&lock);
+	/* The child may die before it exports; this process is the one that
+	 * outlives it, so it delivers what the child leaves. Published, it
+	 * tells the child so (parent_adopts()). */
+	if (can_adopt) {
+		NL_KEEP_ERRNO;
+		publish_segment();
+		start_thread();
+	}
 }
 
 static void atfork_child(void)
 {
 	/* The child starts as a new process: its own counters, start time and
 	 * instance id, no exporter thread (started again on first use), and not the
-	 * parent's transport, whose connection the parent keeps using. */
+	 * parent's transport, whose connection the parent keeps using. The
+	 * registry moves to a segment of the child's own first (its files are
+	 * the shim's: hooks bypassed). */
+	int bypass = nl_hooks_bypass;
+	nl_hooks_bypass = 1;
 	nl_registry_atfork_child();
+	nl_hooks_bypass = bypass;
 	nl_log_atfork_child();   /* another process of the tree: quiet by default */
 	pthread_mutex_init(&lock, NULL);
 	pthread_condattr_t ca;
@@ -332,6 +509,8 @@ static void atfork_child(void)
 	pthread_cond_init(&wake, &ca);
 	pthread_condattr_destroy(&ca);
 	thread_running = false;
+	thread_ready = false;
+	library_init = false;
 	stopping = false;
 	atomic_store(&nl_runtime_kicked, false);
 	atomic_store(&abort_send, false);
@@ -376,6 +555,12 @@ bool nl_runtime_load(void)
 	pthread_condattr_destroy(&ca);
 
 	nl_registry_set_cardinality_limit(cfg.cardinality_limit);
+	/* Before anything is created in the registry: its arena becomes the
+	 * segment file. Leftovers can only be delivered over OTLP. */
+	if (cfg.exporter == NL_EXPORTER_OTLP && cfg.adopt != NL_ADOPT_OFF) {
+		delivery_key = nl_seg_delivery_key(&cfg);
+		can_adopt = nl_seg_open(&cfg, nl_registry_capacity(cfg.cardinality_limit)) == 0;
+	}
 	nl_dest_configure(cfg.destinations);
 	nl_connmetrics_init();
 	nl_httpmetrics_init(&cfg);

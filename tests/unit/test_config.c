@@ -126,6 +126,9 @@ static const char *const ALL_VARS[] = {
 	"NEMOLENS_LOG_LEVEL",
 	"NEMOLENS_LOG_PATH",
 	"NEMOLENS_OUTERMOST_PID",
+	"NEMOLENS_ADOPT",
+	"NEMOLENS_LEFTOVER_MAX_AGE_S",
+	"XDG_RUNTIME_DIR",
 };
 #define N_ALL_VARS (sizeof ALL_VARS / sizeof *ALL_VARS)
 
@@ -149,6 +152,29 @@ static void assert_scalar_defaults(const struct nl_config *c)
 	cr_assert_eq(c->memory_interval_ms, 1000);
 	cr_assert_eq(c->cardinality_limit, 2000);
 	cr_assert_eq(c->log_level, NL_LOG_WARN);
+	cr_assert_eq(c->adopt, NL_ADOPT_OWN);
+	cr_assert_eq(c->leftover_max_age_s, 86400);
+}
+
+Test(config, adopt_modes_and_leftover_age)
+{
+	struct nl_config c;
+	env_set("NEMOLENS_ADOPT", "FOLD");
+	env_set("NEMOLENS_LEFTOVER_MAX_AGE_S", "60");
+	load(&c);
+	cr_assert_eq(c.adopt, NL_ADOPT_FOLD);
+	cr_assert_eq(c.leftover_max_age_s, 60);
+	nl_config_free(&c);
+	env_set("NEMOLENS_ADOPT", "off");
+	env_set("NEMOLENS_LEFTOVER_MAX_AGE_S", "0");
+	load(&c);
+	cr_assert_eq(c.adopt, NL_ADOPT_OFF);
+	cr_assert_eq(c.leftover_max_age_s, 86400, "out of range: the default");
+	nl_config_free(&c);
+	env_set("NEMOLENS_ADOPT", "sometimes");
+	load(&c);
+	cr_assert_eq(c.adopt, NL_ADOPT_OWN, "invalid: the default");
+	nl_config_free(&c);
 }
 
 static void assert_defaults(const struct nl_config *c)

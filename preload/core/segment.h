@@ -1,0 +1,214 @@
+/* Segments: the registry's memory as a file that another process can read
+ * after this one is gone, so that nothing recorded is lost however a process
+ * ends (README, "Export").
+ *
+ * The registry allocates its instruments, series and their strings from one
+ * arena. When the private directory can be used (below), the arena is a file
+ * there, mapped MAP_SHARED: the value atomics the hooks update ARE the file's
+ * bytes, so recording costs what it did and nothing has to be written out
+ * when the process dies. Records refer to each other by offsets from the
+ * arena's start, never by pointers, so a reader in another process can walk
+ * them (pointers the registry keeps for itself are ignored by readers).
+ *
+ * Life of a segment, a file "<delivery key>-<pid>" (segment.c):
+ *   load        the file is created (O_EXCL, 0600), sized ahead (fallocate)
+ *               and mapped; no descriptor is kept (a program may list or
+ *               close its descriptors); its header says "unnamed": nothing
+ *               to deliver
+ *   1st record  the identity (pid, start time, boot id, pid namespace,
+ *               resource) is written, then the state "live"
+ *   exit        after the exit flush the file is removed; a process that
+ *               recorded nothing leaves nothing
+ *   any death   the file stays. A reader (another shim process of the user
+ *               or nemolens-run) judges the owner gone when its pid is dead,
+ *               or reused (start time), or no longer maps the file (an exec,
+ *               a zombie); exports the segment under the dead process's
+ *               resource and start time; and removes it only after the
+ *               collector took it. Readers lock a file (flock) while they
+ *               judge and deliver it: one delivers, the others pass
+ *   fork        the child writes a copy of the arena into a file of its own
+ *               and maps it at the same address (every pointer stays
+ *               valid); its values are then zeroed
+ *   exec        the new image finds its predecessor's file under its own
+ *               name and renames it ("-x" names) for delivery
+ *
+ * The private directory is $XDG_RUNTIME_DIR/nemolens when XDG_RUNTIME_DIR is
+ * a private tmpfs directory of this user, else /dev/shm/nemolens-<uid>,
+ * created 0700; it must be a directory (not a symlink) owned by the user,
+ * with no group or other permission bits, on tmpfs. Otherwise the arena is
+ * anonymous memory and the process behaves as without segments.
+ */
+#ifndef NL_SEGMENT_H
+#define NL_SEGMENT_H
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "config.h"
+#include "snapshot.h"
+
+#define NL_SEG_MAGIC "NLSEGMT"          /* 8 bytes with its NUL; never changes */
+#define NL_SEG_VERSION 1                /* the header's layout */
+#define NL_SEG_DATA 512                 /* offset of the first allocation */
+
+enum nl_seg_state {
+	NL_SEG_UNNAMED,                 /* never seen by others */
+	NL_SEG_LIVE,                    /* named: the owner runs, or died and it waits for delivery */
+	NL_SEG_DONE,                    /* delivered (or folded): only removal is left */
+};
+
+enum { NL_SEG_DELTA_COUNTERS = 1, NL_SEG_DELTA_HISTOGRAMS = 2 };
+
+/* An attribute as a segment keeps it. */
+struct nl_sattr {
+	uint64_t key;                   /* offset of the NUL-terminated key */
+	uint32_t type;                  /* enum nl_attr_type */
+	uint32_t reserved;
+	union {
+		uint64_t s;             /* offset of the NUL-terminated string */
+		int64_t i;
+		uint64_t b;
+		uint64_t d;             /* double bits */
+	} v;
+};
+
+struct nl_seg_header {
+	char magic[8];
+	uint32_t version;
+	uint32_t header_size;
+	uint32_t layout;                /* the registry's record layout (nl_registry_layout) */
+	_Atomic uint32_t state;         /* enum nl_seg_state */
+	uint64_t capacity;              /* the address range reserved for the arena */
+	_Atomic uint64_t used;          /* bytes handed out */
+	_Atomic uint64_t backed;        /* bytes that exist in the file (allocated ahead) */
+	_Atomic uint64_t root;          /* the registry's: offset of its newest instrument */
+	/* The identity, written before the file gets its name. */
+	char boot_id[40];               /* /proc/sys/kernel/random/boot_id */
+	char instance_id[40];           /* service.instance.id */
+	int64_t pid;
+	uint64_t pidns;                 /* inode of the pid namespace pid is in */
+	uint64_t proc_start;            /* /proc/<pid>/stat field 22: ticks after boot */
+	uint32_t uid;
+	uint32_t flags;                 /* NL_SEG_DELTA_* */
+	uint64_t start_unix_ns;         /* start of every cumulative series */
+	uint64_t delivery_key;          /* where its metrics go (nl_seg_delivery_key) */
+	uint64_t resource;              /* offset of struct nl_sattr[n_resource] */
+	uint32_t n_resource;
+	uint32_t interval_ms;
+	_Atomic uint64_t heartbeat_ns;  /* CLOCK_REALTIME of the owner's last sign of life */
+	_Atomic uint32_t exported;      /* an export under this identity may have reached a collector */
+	uint32_t reserved;
+};
+
+/* ---- this process's arena ------------------------------------------------ */
+
+/* Start of the arena (its header), NULL before the first use. */
+extern char *nl_seg_base;
+
+static inline void *nl_seg_ptr(uint64_t off) { return nl_seg_base + off; }
+static inline struct nl_seg_header *nl_seg_header(void) { return (struct nl_seg_header *)nl_seg_base; }
+
+/* An anonymous arena of capacity bytes if there is none yet (unit tests,
+ * and every process without the private directory). Not thread-safe: the
+ * registry calls it under its lock. */
+void nl_seg_arena_ensure(size_t capacity);
+/* From the constructor, before anything is recorded: the arena as a file in
+ * the private directory. Returns 0, or -1 (the arena is then anonymous). */
+int nl_seg_open(const struct nl_config *cfg, size_t capacity);
+/* The arena is a file others can read. */
+bool nl_seg_shared(void);
+
+/* size bytes of zeroed arena, 16-byte aligned; the offset, or 0 when the
+ * arena is full. Lock-free and allocation-free (hooks create series): a
+ * file is extended ahead of use, in steps, with fallocate, so that a full
+ * tmpfs makes the allocation fail instead of the program take a SIGBUS. */
+uint64_t nl_seg_alloc(size_t size);
+/* A copy of s in the arena (offset), 0 when full. Hook-safe. */
+uint64_t nl_seg_copy_str(const char *s);
+/* Copies n attributes into the arena, records and strings in one block:
+ * *out is the offset of struct nl_sattr[n] (0 when n is 0). False when the
+ * arena is full. Hook-safe. */
+bool nl_seg_put_attrs(const struct nl_attr *in, size_t n, uint64_t *out);
+
+/* What a segment says about its process. */
+struct nl_seg_identity {
+	const struct nl_attr *resource;
+	size_t n_resource;
+	const char *instance_id;
+	uint64_t start_unix_ns;
+	uint32_t flags;                 /* NL_SEG_DELTA_* */
+	uint32_t interval_ms;
+	uint64_t delivery_key;
+};
+
+/* At the process's first recording: writes the identity, then the state
+ * "live". Async-signal-safe (no stdio, no malloc), since the first record
+ * may happen in a signal handler. True when the segment is (now) published. */
+bool nl_seg_publish(const struct nl_seg_identity *id);
+bool nl_seg_published(void);
+/* The owner is alive (its background thread calls this at every wake). */
+void nl_seg_heartbeat(void);
+/* Before an export under this process's identity: from now on the segment
+ * is delivered under that identity, never folded into another process. */
+void nl_seg_mark_exported(void);
+bool nl_seg_exported(void);
+/* The exit flush is done (or nothing was recorded): the file is removed. */
+void nl_seg_remove(void);
+/* A fork child, single-threaded: the arena becomes a copy of its own at the
+ * same address. False when that failed: the arena is then still the
+ * parent's, and the child must record nothing (recording was turned off). */
+bool nl_seg_atfork_child(void);
+/* The constructor found the segment an earlier image of this pid (before an
+ * exec) left, published, and renamed it for delivery. */
+bool nl_seg_predecessor_found(void);
+/* The segment of process pid with this delivery key is published: that
+ * process recorded or forked, so its background thread delivers leftovers. */
+bool nl_seg_pid_published(int pid, uint64_t key);
+
+/* ---- leftovers ----------------------------------------------------------- */
+
+/* Identifies the destination: the endpoint and what is sent with it
+ * (headers, client certificate). Segments are delivered only by processes
+ * whose key is the same, so a leftover never goes to another collector or
+ * tenant than the one its process was configured for. */
+uint64_t nl_seg_delivery_key(const struct nl_config *cfg);
+/* The private directory alone, for readers that have no arena of their own
+ * (nemolens-run). 0, or -1 when there is no usable directory. */
+int nl_seg_configure(const struct nl_config *cfg);
+
+struct nl_seg_leftover {
+	int fd;                         /* open and locked: this process owns it now */
+	char name[96];
+	uint8_t *data;                  /* a private copy of the file */
+	size_t len;
+};
+
+static inline const struct nl_seg_header *nl_seg_leftover_header(const struct nl_seg_leftover *l)
+{
+	return (const struct nl_seg_header *)l->data;
+}
+
+/* Looks through the directory and claims up to max segments whose owner is
+ * gone and whose delivery key is key. Along the way removes what can never
+ * be delivered: files that are not segments, segments of another boot,
+ * delivered ones, and any older than max_age_ns (counted from the owner's
+ * last sign of life). Segments named after a pid that is alive are looked
+ * at only when thorough (that costs reading its /proc maps). Allocates
+ * nothing unless it claims something. */
+size_t nl_seg_claim(uint64_t key, uint64_t max_age_ns, bool thorough, struct nl_seg_leftover *out, size_t max);
+/* Gives a claimed segment back. delivered: marked done and removed; else
+ * left for the next attempt. */
+void nl_seg_release(struct nl_seg_leftover *l, bool delivered);
+
+/* Readers' validation: the NUL-terminated string at off inside data[0,len),
+ * or NULL; and n attributes into out (strings pointing into data). False
+ * when anything points outside data. */
+const char *nl_seg_str(const uint8_t *data, size_t len, uint64_t off);
+bool nl_seg_get_attrs(const uint8_t *data, size_t len, const struct nl_sattr *in, size_t n, struct nl_attr *out);
+
+/* For tests: the directory in use ("" when none). */
+const char *nl_seg_dir(void);
+
+#endif
