@@ -1,7 +1,10 @@
 """Shared helpers for the integration tests: paths, listeners, running under the shim."""
+import atexit
 import os
+import shutil
 import socket
 import subprocess
+import tempfile
 import threading
 import time
 import unittest
@@ -95,8 +98,30 @@ class FullListener:
         self.sock.close()
 
 
+# Where the shim keeps the segments of the processes it runs
+# (XDG_RUNTIME_DIR/nemolens): one private directory per test (ShimTestCase
+# makes a fresh one), so that what one test's processes leave behind is
+# never delivered to another test's collector, and nothing is left in the
+# user's own directory.
+_runtime = {"dir": None}
+
+
+def runtime_dir():
+    if _runtime["dir"] is None:
+        new_runtime_dir()
+    return _runtime["dir"]
+
+
+def new_runtime_dir():
+    d = tempfile.mkdtemp(prefix="nl-test-run-", dir="/dev/shm")
+    atexit.register(shutil.rmtree, d, True)
+    _runtime["dir"] = d
+    return d
+
+
 def shim_env(**extra):
     env = dict(os.environ)
+    env["XDG_RUNTIME_DIR"] = runtime_dir()
     env["LD_PRELOAD"] = os.path.abspath(SO)
     runtime = os.environ.get("NL_SANITIZER_RUNTIME")
     if runtime:
@@ -135,3 +160,4 @@ class ShimTestCase(unittest.TestCase):
     def setUp(self):
         self.sink.reset()
         self.sink.script.clear()
+        new_runtime_dir()
