@@ -54,9 +54,10 @@ struct nl_transport *nl_transport_new(const struct nl_transport_config *cfg);
 enum nl_send_result nl_transport_send(struct nl_transport *t, const uint8_t *body, size_t len,
 				      uint64_t deadline_ns, uint64_t retry_until_ns, const _Atomic bool *abort);
 /* final: the sends that follow are the last of this process (the exit
- * flush). Their failures then say that the values are lost, not that they
- * are sent again at the next export. */
-void nl_transport_set_final(struct nl_transport *t, bool final);
+ * flush). Their failures then say that the values are lost, or with kept
+ * that another process delivers them, not that they are sent again at the
+ * next export. */
+void nl_transport_set_final(struct nl_transport *t, bool final, bool kept);
 void nl_transport_free(struct nl_transport *t);
 
 #endif

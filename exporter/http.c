@@ -57,7 +57,8 @@ struct nl_transport {
 	uint64_t rng;
 	const _Atomic bool *abort;        /* of the send in progress */
 	uint64_t not_before_ns;           /* a Retry-After that outlived the last send */
-	bool final;                       /* the exit flush: nothing is sent again */
+	bool final;                       /* the exit flush: this process sends nothing again */
+	bool kept;                        /* ... but what fails is kept for another process */
 	struct response resp;
 	char errbuf[CURL_ERROR_SIZE];
 };
@@ -317,10 +318,18 @@ oom:
 	return NULL;
 }
 
-void nl_transport_set_final(struct nl_transport *t, bool final)
+void nl_transport_set_final(struct nl_transport *t, bool final, bool kept)
 {
-	if (t)
+	if (t) {
 		t->final = final;
+		t->kept = final && kept;
+	}
+}
+
+/* What becomes of the values when the exit flush fails. */
+static const char *fate(const struct nl_transport *t)
+{
+	return t->kept ? "they are kept, for the next shim process to deliver" : "they are lost";
 }
 
 void nl_transport_free(struct nl_transport *t)
@@ -458,8 +467,8 @@ static enum outcome transport_failure(struct nl_transport *t, CURLcode rc)
 	bool permanent = curl_error_permanent(rc);
 	if (t->final) {
 		snprintf(key, sizeof key, "otlp.exit.curl.%d", (int)rc);
-		nl_warn_once(key, "exit: could not deliver this process's metrics to %s: %s (curl error %d); they are lost",
-			     t->endpoint, n ? t->errbuf : nl_curl.easy_strerror(rc), (int)rc);
+		nl_warn_once(key, "exit: could not deliver this process's metrics to %s: %s (curl error %d); %s",
+			     t->endpoint, n ? t->errbuf : nl_curl.easy_strerror(rc), (int)rc, fate(t));
 		return OUT_GIVE_UP;
 	}
 	nl_warn_once(key, "cannot send metrics to %s: %s (curl error %d)%s", t->endpoint,
@@ -524,8 +533,8 @@ static enum outcome http_status(struct nl_transport *t, long status)
 	error_summary(&t->resp, why, sizeof why);
 	if (status_retryable(status) && t->final) {
 		snprintf(key, sizeof key, "otlp.exit.http.%ld", status);
-		nl_warn_once(key, "exit: could not deliver this process's metrics to %s: HTTP %ld%s%s; they are lost",
-			     t->endpoint, status, *why ? ": " : "", why);
+		nl_warn_once(key, "exit: could not deliver this process's metrics to %s: HTTP %ld%s%s; %s",
+			     t->endpoint, status, *why ? ": " : "", why, fate(t));
 		return OUT_GIVE_UP;
 	}
 	if (status_retryable(status)) {
@@ -653,7 +662,7 @@ enum nl_send_result nl_transport_send(struct nl_transport *t, const uint8_t *bod
 	deadline_ns = effective_deadline(t, deadline_ns, now);
 	if (now < t->not_before_ns && t->final)
 		nl_warn_once("otlp.exit.retry_after", "exit: could not deliver this process's metrics to %s: it asked "
-			     "to wait (Retry-After) past the exit; they are lost", t->endpoint);
+			     "to wait (Retry-After) past the exit; %s", t->endpoint, fate(t));
 	if (now >= deadline_ns || now < t->not_before_ns)
 		return NL_SEND_RETRYABLE_FAILED;
 

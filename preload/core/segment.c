@@ -643,6 +643,20 @@ void nl_seg_remove(void)
 	errno = saved;
 }
 
+bool nl_seg_keepable(void)
+{
+	if (mode != MODE_FILE || !own_name[0] || !atomic_load(&published) || atomic_load(&tail) != 0)
+		return false;
+	DIR *d = opendir(dir_path);
+	if (!d)
+		return false;
+	size_t n = 0;   /* with "." and ".." */
+	while (n < NL_SEG_KEEP_MAX + 2 && readdir(d))
+		n++;
+	closedir(d);
+	return n < NL_SEG_KEEP_MAX + 2;
+}
+
 bool nl_seg_pid_published(int pid, uint64_t key)
 {
 	char name[64];

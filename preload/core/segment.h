@@ -17,8 +17,9 @@
  *               to deliver
  *   1st record  the identity (pid, start time, boot id, pid namespace,
  *               resource) is written, then the state "live"
- *   exit        after the exit flush the file is removed; a process that
- *               recorded nothing leaves nothing
+ *   exit        after the exit flush the file is removed (kept when that
+ *               flush failed, for another process to deliver); a process
+ *               that recorded nothing leaves nothing
  *   any death   the file stays. A reader (another shim process of the user
  *               or nemolens-run) judges the owner gone when its pid is dead,
  *               or reused (start time), or no longer maps the file (an exec,
@@ -156,6 +157,13 @@ void nl_seg_mark_exported(void);
 bool nl_seg_exported(void);
 /* The exit flush is done (or nothing was recorded): the file is removed. */
 void nl_seg_remove(void);
+/* The exit flush is about to send: when it fails, may the file stay, for
+ * another process to deliver? Only when the file holds everything (no
+ * anonymous tail) and fewer than NL_SEG_KEEP_MAX files are in the
+ * directory: a collector that is gone for good must not fill the user's
+ * tmpfs. */
+#define NL_SEG_KEEP_MAX 1000
+bool nl_seg_keepable(void);
 /* A fork child, single-threaded: the arena becomes a copy of its own at the
  * same address. False when that failed: the arena is then still the
  * parent's, and the child must record nothing (recording was turned off). */

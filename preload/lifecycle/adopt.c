@@ -64,7 +64,7 @@ static bool send_batch(const struct nl_adopter *a, struct body *b, uint64_t dead
 	if (!t)
 		return false;
 	/* A failure here loses nothing: the segments stay for the next try. */
-	nl_transport_set_final(t, false);
+	nl_transport_set_final(t, false, false);
 	enum nl_send_result r = nl_transport_send(t, b->buf, b->len, deadline_ns, 0, a->abort);
 	b->len = 0;
 	/* Rejected (a non-retryable answer) would be rejected again: dropped,

@@ -135,6 +135,10 @@ static struct nl_transport *ensure_transport(struct nl_transport **tp)
 /* Takes a snapshot and sends it; returns false when data should be resent.
  * No new attempt starts after retry_until_ns: a later export carries fresher
  * cumulative values than a retry of this one would. */
+/* The exit flush's send fails, the segment stays for another process
+ * (nl_seg_keepable): set by export_quietly for export_once's messages. */
+static bool final_kept;
+
 static bool export_once(struct nl_transport **tp, uint64_t deadline_ns, uint64_t retry_until_ns, bool final)
 {
 	struct nl_snapshot *snap = nl_snapshot_take(cfg.delta_counters, cfg.delta_histograms, start_unix_ns,
@@ -159,7 +163,7 @@ static bool export_once(struct nl_transport **tp, uint64_t deadline_ns, uint64_t
 			size_t len;
 			ensure_transport(tp);
 			if (*tp)
-				nl_transport_set_final(*tp, final);
+				nl_transport_set_final(*tp, final, final_kept);
 			/* From now on a collector may have seen this identity: the
 			 * segment is never folded into another process's series. */
 			nl_seg_mark_exported();
@@ -402,8 +406,11 @@ static void export_quietly(struct nl_transport **tp, uint64_t deadline)
 	if (adopter && fold)
 		adopt_leftovers(tp, deadline, false);
 	if (!leave_to_parent()) {
-		export_once(tp, deadline, 0, true);   /* the last chance: what fails is lost */
-		nl_seg_remove();
+		/* The last chance: what fails stays in the segment for another
+		 * process to deliver, when it can; else it is lost. */
+		final_kept = nl_seg_keepable();
+		if (export_once(tp, deadline, 0, true) || !final_kept)
+			nl_seg_remove();
 	}
 	if (adopter && !fold)
 		adopt_leftovers(tp, deadline, false);

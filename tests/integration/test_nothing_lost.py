@@ -349,6 +349,28 @@ class NothingLost(harness.ShimTestCase):
         self.assertEqual(sent[0][3], 4)
         self.assertEqual(sorted(v for _, _, v in self.finals().values()), [1, 1, 4])
 
+    def test_an_exit_flush_that_failed_is_delivered_by_the_next_process(self):
+        env = self.env(OTEL_METRIC_EXPORT_INTERVAL="60000", NEMOLENS_LOG_PATH="stderr")
+        # The collector is down while the process exits (a restart, say).
+        self.sink.script = [(503, {}, b"")]
+        a = harness.run([SHORT_LIVED, str(self.listener.port), "5", "0"], env)
+        self.assertEqual(a.returncode, 3)
+        self.assertRegex(a.stderr, r"HTTP 503; they are kept, for the next shim process to deliver\n$")
+        self.assertEqual(len(self.files()), 1)
+        self.assertEqual(self.finals(), {})
+        b = harness.run([SHORT_LIVED, str(self.listener.port), "2", "0"], env)
+        self.assertEqual((b.returncode, b.stderr), (3, ""))
+        finals = self.finals()
+        self.assert_one_pid_each(finals)
+        self.assertEqual(sorted(v for _, _, v in finals.values()), [2, 5])
+        self.assertEqual(self.files(), [])
+        # Without segments the same failure loses the values, and says so.
+        self.sink.script = [(503, {}, b"")]
+        c = harness.run([SHORT_LIVED, str(self.listener.port), "1", "0"], self.env(
+            OTEL_METRIC_EXPORT_INTERVAL="60000", NEMOLENS_LOG_PATH="stderr", NEMOLENS_ADOPT="off"))
+        self.assertRegex(c.stderr, r"HTTP 503; they are lost\n$")
+        self.assertEqual(self.files(), [])
+
     def test_private_to_its_user(self):
         p = subprocess.Popen([ENDING, str(self.listener.port), "2", "wait"], env=self.env(), stdout=subprocess.PIPE,
                              text=True)

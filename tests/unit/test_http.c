@@ -668,26 +668,32 @@ Test(http, rejection_warns_once_per_status_with_server_message)
 }
 
 /* A failure says what becomes of the values: a periodic export's are sent
- * again at the next export; the exit flush's (final) are lost. */
+ * again at the next export; the exit flush's (final) are lost, or kept for
+ * another process when the process's segment stays behind. */
 Test(http, failure_messages_say_what_becomes_of_the_values)
 {
-	struct step steps[] = { { .status = 503 }, { .status = 503 } };
-	struct server *s = server_start(steps, 2);
+	struct step steps[] = { { .status = 503 }, { .status = 503 }, { .status = 504 } };
+	struct server *s = server_start(steps, 3);
 	struct nl_transport *t = transport_for(s->url);
 	struct capture c;
 	capture_begin(&c);
 	enum nl_send_result r1 = nl_transport_send(t, BODY, sizeof BODY - 1, deadline_in_ms(2000), 0, NULL);
-	nl_transport_set_final(t, true);
+	nl_transport_set_final(t, true, false);
 	enum nl_send_result r2 = nl_transport_send(t, BODY, sizeof BODY - 1, deadline_in_ms(2000), 0, NULL);
+	nl_transport_set_final(t, true, true);
+	enum nl_send_result r3 = nl_transport_send(t, BODY, sizeof BODY - 1, deadline_in_ms(2000), 0, NULL);
 	const char *err = capture_end(&c);
 	nl_transport_free(t);
 	server_stop(s);
 	cr_assert_eq(r1, NL_SEND_RETRYABLE_FAILED);
 	cr_assert_eq(r2, NL_SEND_RETRYABLE_FAILED);
-	char want[512];
+	cr_assert_eq(r3, NL_SEND_RETRYABLE_FAILED);
+	char want[768];
 	snprintf(want, sizeof want, "nemolens: %s answered HTTP 503; the metrics are sent again at the next export\n"
-		 "nemolens: exit: could not deliver this process's metrics to %s: HTTP 503; they are lost\n",
-		 s->url, s->url);
+		 "nemolens: exit: could not deliver this process's metrics to %s: HTTP 503; they are lost\n"
+		 "nemolens: exit: could not deliver this process's metrics to %s: HTTP 504; they are kept, for the "
+		 "next shim process to deliver\n",
+		 s->url, s->url, s->url);
 	cr_assert_str_eq(err, want);
 	server_free(s);
 
@@ -701,7 +707,7 @@ Test(http, failure_messages_say_what_becomes_of_the_values)
 	char url[64];
 	snprintf(url, sizeof url, "http://127.0.0.1:%d/v1/metrics", ntohs(a.sin_port));
 	t = transport_for(url);   /* fd stays bound, not listening: refused */
-	nl_transport_set_final(t, true);
+	nl_transport_set_final(t, true, false);
 	capture_begin(&c);
 	cr_assert_eq(nl_transport_send(t, BODY, sizeof BODY - 1, deadline_in_ms(2000), 0, NULL),
 		     NL_SEND_RETRYABLE_FAILED);
