@@ -11,6 +11,7 @@ garbage are cleaned up. NEMOLENS_ADOPT=fold folds dead children into the
 parent's series: the number of series a backend holds is printed for both
 modes."""
 import os
+import re
 import shutil
 import signal
 import stat
@@ -198,13 +199,11 @@ class NothingLost(harness.ShimTestCase):
         p = harness.run([harness.PYTHON, "-c", EVERY_WAY, str(self.listener.port), SHORT_LIVED,
                          str(INTERVAL_MS / 1000)], self.env(), timeout=120)
         self.assertEqual(p.returncode, 0, p.stderr)
-        ended = {}
-        for line in p.stdout.splitlines():
-            if not line.startswith("ended "):
-                continue   # short_lived's own line
-            _, pid, how, status, t = line.split()
-            ended[int(pid)] = (how, int(status), float(t))
-        self.assertEqual(len(ended), 8)
+        # Searched for, not split by lines: short_lived, the exec'd child,
+        # writes to the same pipe.
+        ended = {int(pid): (how, int(status), float(t))
+                 for pid, how, status, t in re.findall(r"ended (\d+) (\S+) (-?\d+) ([0-9.]+)\n", p.stdout)}
+        self.assertEqual(len(ended), 8, p.stdout)
         finals = self.finals()
         self.assert_one_pid_each(finals)
         pids = self.by_pid(finals)
