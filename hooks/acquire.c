@@ -85,8 +85,8 @@ void nl_acq_connected(int fd, struct nl_fd *e, int what, unsigned long long t0_n
 			settle(fd, NL_QUEUE_ABANDONED);
 		return;
 	}
+	nl_runtime_kick();   /* before anything is written: the first record makes the segment (state.h) */
 	nl_conn_attempt(what);
-	nl_runtime_kick();
 	if (result == 0 || (err != EINPROGRESS && err != EINTR) || !e)
 		return;   /* finished inside the call, either way: no wait to record */
 	e->dest = what;

@@ -6,8 +6,12 @@
  *   nl_hooks_bypass   set on the shim's own threads and during its exit
  *                     flush: hooks then pass every call straight through, so
  *                     the shim's own sockets are never counted
- *   nl_runtime_kick() something was recorded: make sure the background
- *                     thread runs (after the first time, one atomic load)
+ *   nl_runtime_kick() something is about to be recorded: make sure the
+ *                     process's segment exists and the background thread
+ *                     runs (after the first time, one atomic load). Every
+ *                     path that writes into the registry kicks BEFORE its
+ *                     first write: the first kick moves the registry into a
+ *                     file, and holds other kicking threads back until then
  */
 #ifndef NL_STATE_H
 #define NL_STATE_H

@@ -359,18 +359,17 @@ static bool valid_nonneg(double v) { return isfinite(v) && v >= 0; }
 #define HAS(T, f, n) (offsetof(T, f) + sizeof(((T *)0)->f) <= (n))
 
 /* Records an optional double to an attribute-less instrument. */
-static bool record_f64(struct nemolens_meter *m, enum nl_inst_id id, const struct nemolens_opt_f64 *o, bool nonneg)
+static void record_f64(struct nemolens_meter *m, enum nl_inst_id id, const struct nemolens_opt_f64 *o, bool nonneg)
 {
 	if (!is_set(&o->set))
-		return false;
+		return;
 	double v = o->value;
 	if (nonneg ? !valid_nonneg(v) : !isfinite(v))
-		return false;
+		return;
 	struct nl_series *s = plain_series(m, id);
 	if (!s)
-		return false;
+		return;
 	apply(id, s, v, 0);
-	return true;
 }
 
 API void nemolens_record_rl(nemolens_meter *meter, const struct nemolens_rl_metrics *values, size_t size)
@@ -381,14 +380,15 @@ API void nemolens_record_rl(nemolens_meter *meter, const struct nemolens_rl_metr
 	size_t n = size < sizeof v ? size : sizeof v;
 	memset(&v, 0, sizeof v);
 	memcpy(&v, values, n);
+	/* Before anything is written: the first record makes the segment (state.h). */
+	nl_runtime_kick();
 	struct nemolens_meter *m = enter(meter);
 	if (!m)
 		return;
 	typedef struct nemolens_rl_metrics T;
-	bool any = false;
 #define F(field, id, nonneg)                                        \
 	if (HAS(T, field, n))                                       \
-		any |= record_f64(m, id, &v.field, nonneg);
+		record_f64(m, id, &v.field, nonneg);
 	F(reward_mean, NL_I_RL_REWARD_MEAN, false)
 	F(kl_divergence, NL_I_RL_KL, false)
 	F(policy_loss, NL_I_RL_POLICY_LOSS, false)
@@ -402,8 +402,6 @@ API void nemolens_record_rl(nemolens_meter *meter, const struct nemolens_rl_metr
 	F(rollout_duration_ms, NL_I_RL_ROLLOUT_MS, true)
 #undef F
 	leave(m);
-	if (any)
-		nl_runtime_kick();
 }
 
 API void nemolens_record_gym(nemolens_meter *meter, const struct nemolens_gym_metrics *values, size_t size)
@@ -414,29 +412,26 @@ API void nemolens_record_gym(nemolens_meter *meter, const struct nemolens_gym_me
 	size_t n = size < sizeof v ? size : sizeof v;
 	memset(&v, 0, sizeof v);
 	memcpy(&v, values, n);
+	/* Before anything is written: the first record makes the segment (state.h). */
+	nl_runtime_kick();
 	struct nemolens_meter *m = enter(meter);
 	if (!m)
 		return;
 	typedef struct nemolens_gym_metrics T;
-	bool any = false;
 	if (HAS(T, server_request_duration_ms, n))
-		any |= record_f64(m, NL_I_GYM_REQUEST_MS, &v.server_request_duration_ms, true);
+		record_f64(m, NL_I_GYM_REQUEST_MS, &v.server_request_duration_ms, true);
 	if (HAS(T, rollout_duration_ms, n))
-		any |= record_f64(m, NL_I_GYM_ROLLOUT_MS, &v.rollout_duration_ms, true);
+		record_f64(m, NL_I_GYM_ROLLOUT_MS, &v.rollout_duration_ms, true);
 	if (HAS(T, verify_duration_ms, n))
-		any |= record_f64(m, NL_I_GYM_VERIFY_MS, &v.verify_duration_ms, true);
+		record_f64(m, NL_I_GYM_VERIFY_MS, &v.verify_duration_ms, true);
 	if (HAS(T, verify_success_rate, n))
-		any |= record_f64(m, NL_I_GYM_SUCCESS_RATE, &v.verify_success_rate, false);
+		record_f64(m, NL_I_GYM_SUCCESS_RATE, &v.verify_success_rate, false);
 	if (HAS(T, active_servers, n) && is_set(&v.active_servers.set) && v.active_servers.value >= 0) {
 		struct nl_series *s = plain_series(m, NL_I_GYM_SERVERS_ACTIVE);
-		if (s) {
+		if (s)
 			apply(NL_I_GYM_SERVERS_ACTIVE, s, 0, v.active_servers.value);
-			any = true;
-		}
 	}
 	leave(m);
-	if (any)
-		nl_runtime_kick();
 }
 
 /* ---- inference ---------------------------------------------------------------- */
@@ -545,13 +540,12 @@ static struct nl_series *set_series(struct nemolens_meter *m, struct attrset *e,
 	return s;
 }
 
-static bool record_in_set(struct nemolens_meter *m, struct attrset *e, int k, double v)
+static void record_in_set(struct nemolens_meter *m, struct attrset *e, int k, double v)
 {
 	struct nl_series *s = set_series(m, e, k);
 	if (!s)
-		return false;
+		return;
 	apply(k == S_DURATION ? NL_I_REQUEST_DURATION : NL_I_TOKEN_USAGE, s, v, 0);
-	return true;
 }
 
 static const char *or_default(const char *s, const char *dflt) { return s && *s ? s : dflt; }
@@ -576,20 +570,19 @@ API void nemolens_record_inference(nemolens_meter *meter, const struct nemolens_
 	const char *op = or_default(HAS(T, operation_name, n) ? v.operation_name : NULL, DEFAULT_OPERATION);
 	const char *provider = or_default(HAS(T, provider_name, n) ? v.provider_name : NULL, DEFAULT_PROVIDER);
 
+	/* Before anything is written: the first record makes the segment (state.h). */
+	nl_runtime_kick();
 	struct nemolens_meter *m = enter(meter);
 	if (!m)
 		return;
-	bool any = false;
 	struct attrset *e = attr_set(m, op, provider, model);
 	if (e) {
 		if (dur)
-			any |= record_in_set(m, e, S_DURATION, v.request_duration_s.value);
+			record_in_set(m, e, S_DURATION, v.request_duration_s.value);
 		if (in)
-			any |= record_in_set(m, e, S_INPUT, (double)v.input_tokens.value);
+			record_in_set(m, e, S_INPUT, (double)v.input_tokens.value);
 		if (out)
-			any |= record_in_set(m, e, S_OUTPUT, (double)v.output_tokens.value);
+			record_in_set(m, e, S_OUTPUT, (double)v.output_tokens.value);
 	}
 	leave(m);
-	if (any)
-		nl_runtime_kick();
 }

@@ -69,6 +69,7 @@
 #include "instruments.h"
 #include "log.h"
 #include "procfs.h"
+#include "state.h"
 #include "registry.h"
 
 #define ENV_PARENT_NAME "NEMOLENS_PARENT_SERVER_NAME"
@@ -865,6 +866,7 @@ void nl_memsampler_shutdown(void)
 {
 	if (!is_outermost || !s_servers)
 		return;
+	nl_runtime_kick();   /* before anything is written (state.h) */
 	pthread_mutex_lock(&servers_lock);
 	shut_down = true;
 	nl_gauge_set_int(s_servers, 0);

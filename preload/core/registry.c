@@ -347,8 +347,8 @@ void nl_registry_atfork_parent(void) { pthread_mutex_unlock(&create_lock); }
 void nl_registry_atfork_child(void)
 {
 	pthread_mutex_init(&create_lock, NULL);
-	/* The arena first: until the child has its own copy, zeroing would
-	 * zero the parent's values, which are shared with it. */
+	/* The arena first: while it is still the parent's file, zeroing would
+	 * zero the parent's values; the child's first record does it then. */
 	if (nl_seg_atfork_child())
 		nl_registry_reset_values();
 }

@@ -59,10 +59,18 @@ static _Atomic bool full;               /* the arena cannot grow: allocations fa
  * anonymous memory. 0 file, 1 switching, 2 anonymous, 3 failed. */
 static _Atomic int tail;
 static _Atomic bool published;
+static bool want_file;                  /* the directory is usable: the arena becomes a file when it publishes */
+/* A fork child that has not recorded yet: its arena is still its parent's
+ * file, which it only reads, until its first record gives it a file of its
+ * own (to_file). A child that only execs, as a shell's do, copies nothing. */
+static bool inherited;
 static bool predecessor;
 static char dir_path[PATH_MAX];         /* validated private directory, "" when none */
 static char own_name[96];
 static char boot_id[40];                /* read once; the same for every process of this boot */
+
+static bool replace_mapping(void *from, size_t capacity);
+static void remove_name(void);
 
 /* ---- small helpers, async-signal-safe --------------------------------------- */
 
@@ -228,13 +236,33 @@ static int open_private_dir(const char *path)
 	return fd;
 }
 
-static int open_dir(void) { return dir_path[0] ? open_private_dir(dir_path) : -1; }
+static int setup_dir(const struct nl_config *cfg);
+
+/* The directory is found (or created) at its first use, not at load: a
+ * process that records nothing and delivers nothing never looks. Once,
+ * by whichever thread comes first; the others wait for it (the shim's
+ * threads and the first record hold signals meanwhile). */
+static const struct nl_config *dir_cfg;
+static _Atomic int dir_state;           /* 0 not yet, 1 being set up, 2 done */
+
+static int open_dir(void)
+{
+	int expected = 0;
+	if (dir_cfg && atomic_compare_exchange_strong(&dir_state, &expected, 1)) {
+		int fd = setup_dir(dir_cfg);
+		atomic_store(&dir_state, 2);
+		return fd;
+	}
+	while (atomic_load(&dir_state) == 1)
+		;   /* a few system calls away */
+	return dir_path[0] ? open_private_dir(dir_path) : -1;
+}
 
 /* Finds (or creates) the private directory; returns it open, or -1. */
 static int setup_dir(const struct nl_config *cfg)
 {
 	if (dir_path[0])
-		return open_dir();
+		return open_private_dir(dir_path);
 	char path[PATH_MAX];
 	const char *xdg = cfg->runtime_dir;
 	int fd = xdg && xdg[0] == '/' && strlen(xdg) + 10 < sizeof path ? open_private_dir(xdg) : -1;
@@ -349,8 +377,8 @@ static bool clear_name(int dfd, const char *name, size_t len)
 
 /* This process's file, "<key>-<pid>", size bytes long, mapped over
  * capacity bytes; with hdr (and the arena `from`, copy bytes of it) written
- * first when given. The file carries its one name from the process's start
- * to its end: whether it holds anything to deliver is in its header
+ * first when given. The file carries its one name from the process's first
+ * record to its end: whether it holds anything to deliver is in its header
  * (state). No descriptor is kept: a process holds none of the shim's
  * descriptors (a program may list or close them), and the mapping alone
  * tells others it is alive (judge()). Returns the mapping or MAP_FAILED. */
@@ -404,22 +432,116 @@ static void *new_file(int dfd, uint64_t size, size_t capacity, const struct nl_s
 int nl_seg_open(const struct nl_config *cfg, size_t capacity)
 {
 	if (nl_seg_base)
-		return mode == MODE_FILE ? 0 : -1;
+		return want_file ? 0 : -1;
 	own_key = nl_seg_delivery_key(cfg);
 	self_pid = getpid();
-	int dfd = setup_dir(cfg);
-	void *p = dfd >= 0 ? new_file(dfd, FIRST, capacity, NULL, NULL, 0) : MAP_FAILED;
-	if (dfd >= 0)
-		close(dfd);
-	if (p == MAP_FAILED) {
-		nl_seg_arena_ensure(capacity);
+	nl_seg_arena_ensure(capacity);
+	if (!nl_seg_base)
 		return -1;
+	dir_cfg = cfg;
+	want_file = true;
+	/* An earlier image of this pid (before an exec) may have left a file
+	 * under our name, in either place the directory can be: it is taken
+	 * out of the way now, for delivery (if it cannot be, new_file picks a
+	 * name of its own). Most often there is none: two failed lookups. */
+	char name[96], path[PATH_MAX];
+	size_t len = seg_name(name, own_key, (uint64_t)self_pid);
+	const char *xdg = cfg->runtime_dir;
+	bool there = false;
+	if (xdg && xdg[0] == '/' && strlen(xdg) + len + 12 < sizeof path) {
+		snprintf(path, sizeof path, "%s/nemolens/%s", xdg, name);
+		there = faccessat(AT_FDCWD, path, F_OK, AT_SYMLINK_NOFOLLOW) == 0;
 	}
-	init_header(p, capacity, FIRST);
-	mode = MODE_FILE;
-	nl_seg_base = p;
+	if (!there) {
+		snprintf(path, sizeof path, "/dev/shm/nemolens-%u/%s", (unsigned)euid(), name);
+		there = faccessat(AT_FDCWD, path, F_OK, AT_SYMLINK_NOFOLLOW) == 0;
+	}
+	int dfd = there ? open_dir() : -1;
+	if (dfd >= 0) {
+		if (faccessat(dfd, name, F_OK, AT_SYMLINK_NOFOLLOW) == 0)
+			clear_name(dfd, name, len);
+		close(dfd);
+	}
 	return 0;
 }
+
+/* The arena's identity reset, for a copy that becomes this process's. */
+static void fresh_header(struct nl_seg_header *h)
+{
+	atomic_store(&h->state, NL_SEG_UNNAMED);
+	atomic_store(&h->exported, 0);
+	h->pid = self_pid;
+	h->proc_start = 0;
+	h->resource = 0;
+	h->n_resource = 0;
+}
+
+/* A private copy of the arena at its own address, in place of the parent's
+ * file: the fallback of a fork child that cannot have a file. */
+static bool own_copy(void)
+{
+	struct nl_seg_header *h = nl_seg_header();
+	size_t capacity = h->capacity;
+	uint64_t used = atomic_load(&h->used), backed = atomic_load(&h->backed);
+	if (used > backed)
+		used = backed;
+	uint64_t size = (used + 4095) / 4096 * 4096;
+	void *p = mmap(NULL, capacity, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+	if (p == MAP_FAILED)
+		return false;
+	if (mprotect(p, size, PROT_READ | PROT_WRITE) != 0) {
+		munmap(p, capacity);
+		return false;
+	}
+	memcpy(p, nl_seg_base, used);
+	if (!replace_mapping(p, capacity))
+		return false;
+	mode = MODE_ANON;
+	atomic_store(&tail, 0);
+	h = nl_seg_header();
+	atomic_store(&h->backed, size);
+	fresh_header(h);
+	return true;
+}
+
+/* The arena becomes a file, at the first record (the runtime holds every
+ * other recording thread back meanwhile, and signals): a copy of it is
+ * written to the file, which is then mapped over it in one step, so every
+ * pointer stays valid. mode says FILE from just before the switch: a fork
+ * at any moment of it gives the child a private copy of what is mapped. A
+ * fork child's copy is of its parent's file, whose values it then zeroes. */
+static bool to_file(void)
+{
+	struct nl_seg_header *h = nl_seg_header();
+	size_t capacity = h->capacity;
+	uint64_t size = atomic_load(&h->backed), used = atomic_load(&h->used);
+	if (used > size)
+		used = size;
+	struct nl_seg_header fresh = *h;
+	fresh_header(&fresh);
+	int dfd = open_dir();
+	void *p = dfd >= 0 ? new_file(dfd, size, capacity, &fresh, nl_seg_base, used) : MAP_FAILED;
+	if (dfd >= 0)
+		close(dfd);
+	bool ok = p != MAP_FAILED;
+	if (ok) {
+		mode = MODE_FILE;
+		if (!replace_mapping(p, capacity)) {
+			mode = inherited ? MODE_FILE : MODE_ANON;
+			remove_name();
+			ok = false;
+		}
+	}
+	if (inherited) {
+		if (!ok && !own_copy())
+			atomic_store(&nl_recording, false);   /* still the parent's memory */
+		inherited = false;
+		nl_registry_reset_values();
+	}
+	return ok;
+}
+
+bool nl_seg_inherited(void) { return inherited; }
 
 bool nl_seg_predecessor_found(void) { return predecessor; }
 
@@ -579,11 +701,16 @@ bool nl_seg_put_attrs(const struct nl_attr *in, size_t n, uint64_t *out)
 
 bool nl_seg_publish(const struct nl_seg_identity *id)
 {
-	if (mode != MODE_FILE)
-		return false;
 	if (atomic_load(&published))
 		return true;
+	if (!want_file)
+		return false;
 	int saved = errno;
+	if ((mode != MODE_FILE || inherited) && !to_file()) {
+		want_file = false;   /* tried once: the process goes on as without segments */
+		errno = saved;
+		return false;
+	}
 	struct nl_seg_header *h = nl_seg_header();
 	read_boot_id();
 	memcpy(h->boot_id, boot_id, sizeof h->boot_id);
@@ -628,6 +755,20 @@ void nl_seg_mark_exported(void)
 
 bool nl_seg_exported(void) { return nl_seg_base && atomic_load(&nl_seg_header()->exported); }
 
+/* Async-signal-safe: no stdio. */
+static void remove_name(void)
+{
+	char path[PATH_MAX + 100];
+	size_t d = strlen(dir_path), n = strlen(own_name);
+	if (d + 1 + n < sizeof path) {
+		memcpy(path, dir_path, d);
+		path[d] = '/';
+		memcpy(path + d + 1, own_name, n + 1);
+		unlink(path);
+	}
+	own_name[0] = 0;
+}
+
 void nl_seg_remove(void)
 {
 	if (mode != MODE_FILE || !own_name[0])
@@ -635,11 +776,7 @@ void nl_seg_remove(void)
 	int saved = errno;
 	atomic_store(&published, false);
 	atomic_store(&nl_seg_header()->state, NL_SEG_DONE);
-	char path[PATH_MAX + 100];
-	int n = snprintf(path, sizeof path, "%s/%s", dir_path, own_name);
-	if (n > 0 && (size_t)n < sizeof path)
-		unlink(path);
-	own_name[0] = 0;
+	remove_name();
 	errno = saved;
 }
 
@@ -689,73 +826,21 @@ static bool replace_mapping(void *from, size_t capacity)
 
 bool nl_seg_atfork_child(void)
 {
+	/* A parent's thread may have been setting the directory up: the
+	 * child, alone now, tries again at its first use. */
+	if (atomic_load(&dir_state) == 1) {
+		dir_path[0] = 0;
+		atomic_store(&dir_state, 0);
+	}
 	atomic_store(&published, false);
 	predecessor = false;
+	self_pid = getpid();
+	atomic_store(&full, false);
 	if (mode != MODE_FILE)
 		return true;   /* anonymous memory is the child's own copy already */
 	own_name[0] = 0;
-	int saved = errno;
-	struct nl_seg_header *h = nl_seg_header();
-	size_t capacity = h->capacity;
-	uint64_t size = atomic_load(&h->backed);
-	uint64_t used = atomic_load(&h->used);
-	if (used > size)
-		used = size;
-	/* A file of the child's own with the parent's contents (values are
-	 * zeroed afterwards), at the same address: every pointer the registry
-	 * and the hooks hold stays valid. */
-	self_pid = getpid();
-	struct nl_seg_header fresh = *h;
-	atomic_store(&fresh.state, NL_SEG_UNNAMED);
-	atomic_store(&fresh.exported, 0);
-	fresh.pid = self_pid;
-	fresh.proc_start = 0;
-	fresh.resource = 0;
-	fresh.n_resource = 0;
-	int dfd = open_dir();
-	/* A parent whose arena went anonymous at its end copies only what
-	 * it used. */
-	bool anon_tail = atomic_load(&tail) != 0;
-	if (anon_tail)
-		size = (used + 4095) / 4096 * 4096;
-	void *p = dfd >= 0 && !anon_tail ? new_file(dfd, size, capacity, &fresh, nl_seg_base, used) : MAP_FAILED;
-	if (dfd >= 0)
-		close(dfd);
-	bool ok = p != MAP_FAILED && replace_mapping(p, capacity);
-	if (!ok) {
-		/* No file of its own: private memory, as without segments. */
-		p = mmap(NULL, capacity, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-		if (p != MAP_FAILED && mprotect(p, size, PROT_READ | PROT_WRITE) == 0) {
-			memcpy(p, nl_seg_base, used);
-			ok = replace_mapping(p, capacity);
-		} else if (p != MAP_FAILED) {
-			munmap(p, capacity);
-		}
-		if (ok) {
-			mode = MODE_ANON;
-			atomic_store(&nl_seg_header()->backed, size);
-		}
-	}
-	atomic_store(&tail, 0);
-	atomic_store(&full, false);
-	if (!ok) {
-		/* Still the parent's memory: anything recorded now would count
-		 * as the parent's. */
-		atomic_store(&nl_recording, false);
-		errno = saved;
-		return false;
-	}
-	if (mode == MODE_ANON) {
-		/* The private copy still holds the parent's identity. */
-		h = nl_seg_header();
-		atomic_store(&h->state, NL_SEG_UNNAMED);
-		atomic_store(&h->exported, 0);
-		h->pid = self_pid;
-		h->resource = 0;
-		h->n_resource = 0;
-	}
-	errno = saved;
-	return true;
+	inherited = true;
+	return false;
 }
 
 /* ---- delivery key ---------------------------------------------------------- */

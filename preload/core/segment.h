@@ -11,15 +11,20 @@
  * them (pointers the registry keeps for itself are ignored by readers).
  *
  * Life of a segment, a file "<delivery key>-<pid>" (segment.c):
- *   load        the file is created (O_EXCL, 0600), sized ahead (fallocate)
- *               and mapped; no descriptor is kept (a program may list or
- *               close its descriptors); its header says "unnamed": nothing
- *               to deliver
- *   1st record  the identity (pid, start time, boot id, pid namespace,
- *               resource) is written, then the state "live"
+ *   load        nothing is created: the arena is anonymous memory; a file
+ *               an earlier image of this pid left (before an exec) is
+ *               renamed for delivery
+ *   1st record  (or fork: the parent delivers what its children leave) the
+ *               private directory is set up, the arena copied into the file
+ *               (O_EXCL, 0600, sized ahead with fallocate), which is mapped
+ *               over it in one step while the runtime holds other recording
+ *               threads back; then the identity (pid, start time, boot id,
+ *               pid namespace, resource) is written, then the state "live".
+ *               No descriptor is kept (a program may list or close its
+ *               descriptors)
  *   exit        after the exit flush the file is removed (kept when that
  *               flush failed, for another process to deliver); a process
- *               that recorded nothing leaves nothing
+ *               that recorded nothing created nothing
  *   any death   the file stays. A reader (another shim process of the user
  *               or nemolens-run) judges the owner gone when its pid is dead,
  *               or reused (start time), or no longer maps the file (an exec,
@@ -27,9 +32,10 @@
  *               resource and start time; and removes it only after the
  *               collector took it. Readers lock a file (flock) while they
  *               judge and deliver it: one delivers, the others pass
- *   fork        the child writes a copy of the arena into a file of its own
- *               and maps it at the same address (every pointer stays
- *               valid); its values are then zeroed
+ *   fork        the child reads its parent's file until its first record,
+ *               which copies it into a file of the child's own at the same
+ *               address (every pointer stays valid) and zeroes its values:
+ *               a child that only execs copies nothing
  *   exec        the new image finds its predecessor's file under its own
  *               name and renames it ("-x" names) for delivery
  *
@@ -164,10 +170,14 @@ void nl_seg_remove(void);
  * tmpfs. */
 #define NL_SEG_KEEP_MAX 1000
 bool nl_seg_keepable(void);
-/* A fork child, single-threaded: the arena becomes a copy of its own at the
- * same address. False when that failed: the arena is then still the
- * parent's, and the child must record nothing (recording was turned off). */
+/* A fork child, single-threaded. True: the arena is the child's own copy
+ * (anonymous memory), whose values the registry zeroes now. False: it is
+ * still the parent's file, which the child only reads until its first
+ * record copies it into a file of its own and zeroes the values there
+ * (nl_seg_publish); until then nl_seg_inherited() is true and the child has
+ * nothing of its own to export. */
 bool nl_seg_atfork_child(void);
+bool nl_seg_inherited(void);
 /* The constructor found the segment an earlier image of this pid (before an
  * exec) left, published, and renamed it for delivery. */
 bool nl_seg_predecessor_found(void);

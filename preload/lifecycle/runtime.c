@@ -18,6 +18,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -365,16 +366,36 @@ static void start_thread(void)
 	pthread_attr_destroy(&attr);
 }
 
-/* The first kick of a process: the exporter thread, and the exit flush. */
+/* The first kick of a process (again after fork): its segment, then the
+ * exporter thread and the exit flush. Every path that records kicks before
+ * it writes anything (state.h), and nl_runtime_kicked becomes true only
+ * once the segment is made: until then the arena is private memory that
+ * publish_segment copies into the file, so no thread may write into it
+ * meanwhile. Threads that kick meanwhile wait (a few hundred microseconds,
+ * once per process). Signals are held while this thread makes it: a handler
+ * that recorded would wait for itself. */
+static _Atomic bool kick_taken;
+
 static void start_on_first_record(void)
 {
-	bool expected = false;
-	if (!atomic_compare_exchange_strong(&nl_runtime_kicked, &expected, true))
+	if (atomic_load(&nl_runtime_kicked))
 		return;
+	bool expected = false;
+	if (!atomic_compare_exchange_strong(&kick_taken, &expected, true)) {
+		while (!atomic_load(&nl_runtime_kicked))
+			sched_yield();
+		return;
+	}
+	NL_KEEP_ERRNO;
+	sigset_t all, old;
+	sigfillset(&all);
+	pthread_sigmask(SIG_BLOCK, &all, &old);
+	if (cfg.exporter != NL_EXPORTER_NONE)
+		publish_segment();
+	atomic_store(&nl_runtime_kicked, true);
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
 	if (cfg.exporter == NL_EXPORTER_NONE)
 		return;
-	NL_KEEP_ERRNO;
-	publish_segment();
 	register_exit_flush();
 	start_thread();
 }
@@ -405,7 +426,9 @@ static void export_quietly(struct nl_transport **tp, uint64_t deadline)
 	bool fold = cfg.adopt == NL_ADOPT_FOLD;
 	if (adopter && fold)
 		adopt_leftovers(tp, deadline, false);
-	if (!leave_to_parent()) {
+	/* A fork child that never recorded still reads its parent's values:
+	 * nothing of its own to export. */
+	if (!leave_to_parent() && !nl_seg_inherited()) {
 		/* The last chance: what fails stays in the segment for another
 		 * process to deliver, when it can; else it is lost. */
 		final_kept = nl_seg_keepable();
@@ -490,11 +513,8 @@ static void atfork_parent(void)
 	/* The child may die before it exports; this process is the one that
 	 * outlives it, so it delivers what the child leaves. Published, it
 	 * tells the child so (parent_adopts()). */
-	if (can_adopt) {
-		NL_KEEP_ERRNO;
-		publish_segment();
-		start_thread();
-	}
+	if (can_adopt)
+		start_on_first_record();   /* the segment, as at a first record, and the thread */
 }
 
 static void atfork_child(void)
@@ -520,6 +540,7 @@ static void atfork_child(void)
 	library_init = false;
 	stopping = false;
 	atomic_store(&nl_runtime_kicked, false);
+	atomic_store(&kick_taken, false);
 	atomic_store(&abort_send, false);
 	atomic_store(&flushed_at_exit, false);
 	transport = NULL;

@@ -47,6 +47,16 @@ class Processes(harness.ShimTestCase):
         self.assertEqual(words, ["threads", str(16 * n)])
         self.assertEqual(list(self.totals().values()), [16 * n])
 
+    def test_threads_of_a_fork_child_racing_for_its_first_record(self):
+        # The child's first record copies its parent's registry into a file
+        # of its own; the threads that record meanwhile wait for it.
+        n = 60
+        p = harness.run([PROG, "forkthreads", str(self.listener.port), str(n)],
+                        harness.shim_env(OTEL_EXPORTER_OTLP_METRICS_ENDPOINT=self.sink.url), timeout=120)
+        self.assertEqual((p.returncode, p.stderr), (0, ""))
+        self.assertEqual(p.stdout.splitlines(), ["threads %d" % (16 * n), "parent 1 child 1"])
+        self.assertEqual(sorted(self.totals().values()), [1, 16 * n])
+
     def test_signal_handlers_that_connect(self):
         words = self.run_mode("signals", 3000)
         main, handler, ticks = int(words[1]), int(words[3]), int(words[5])

@@ -5,6 +5,10 @@
  *                             exits; then vfork+exec and posix_spawn of `short_lived`
  *                             (path in $SHORT_LIVED) with N connects each
  *   proc_tree threads PORT N  16 threads, N connects each, all at once
+ *   proc_tree forkthreads PORT N
+ *                             one connect, then a fork child whose 16 threads
+ *                             make N connects each, all at once: its first
+ *                             records race each other
  *   proc_tree signals PORT N  N connects in the main loop while a timer signal's
  *                             handler does socket/connect/close on every tick
  *   proc_tree exec PORT MS    one connect, MS ms of sleep (exports happen meanwhile),
@@ -91,9 +95,11 @@ static int run_fork(int n, const char *port)
 }
 
 static int per_thread;
+static pthread_barrier_t start_line;
 static void *thread_main(void *arg)
 {
 	(void)arg;
+	pthread_barrier_wait(&start_line);   /* all at once: their first records race */
 	return (void *)(long)connect_n(per_thread);
 }
 
@@ -101,6 +107,7 @@ static int run_threads(int n)
 {
 	pthread_t t[16];
 	per_thread = n;
+	pthread_barrier_init(&start_line, NULL, 16);
 	for (int i = 0; i < 16; i++)
 		pthread_create(&t[i], NULL, thread_main, NULL);
 	long ok = 0;
@@ -110,6 +117,21 @@ static int run_threads(int n)
 		ok += (long)r;
 	}
 	printf("threads %ld\n", ok);
+	return 0;
+}
+
+static int run_forkthreads(int n)
+{
+	int parent_ok = connect_once();
+	fflush(stdout);
+	pid_t pid = fork();
+	if (pid == 0) {
+		run_threads(n);
+		exit(0);
+	}
+	int st;
+	int child_ok = pid > 0 && waitpid(pid, &st, 0) == pid && WIFEXITED(st) && WEXITSTATUS(st) == 0;
+	printf("parent %d child %d\n", parent_ok, child_ok);
 	return 0;
 }
 
@@ -157,6 +179,8 @@ int main(int argc, char **argv)
 		return run_fork(n, argv[2]);
 	if (strcmp(argv[1], "threads") == 0)
 		return run_threads(n);
+	if (strcmp(argv[1], "forkthreads") == 0)
+		return run_forkthreads(n);
 	if (strcmp(argv[1], "signals") == 0)
 		return run_signals(n);
 	if (strcmp(argv[1], "exec") == 0)
