@@ -53,6 +53,7 @@ static bool thread_running;             /* under lock */
 static bool stopping;                   /* under lock */
 static bool thread_ready;               /* under lock: the thread has set itself up and waits */
 static bool library_init;               /* under lock: libcurl and its TLS library are being set up */
+static bool busy;                       /* under lock: the thread exports, samples or delivers */
 static _Atomic bool abort_send;         /* makes an in-flight export give up */
 static _Atomic bool flushed_at_exit;
 static struct nl_transport *transport;  /* the exporter thread's, then the exit flush's once it stopped */
@@ -303,6 +304,7 @@ static void *exporter_main(void *arg)
 			rc = pthread_cond_timedwait(&wake, &lock, &ts);
 		if (stopping)
 			break;
+		busy = true;
 		pthread_mutex_unlock(&lock);
 		uint64_t now = nl_monotonic_ns();
 		if (sampling && now >= next_sample) {
@@ -330,6 +332,8 @@ static void *exporter_main(void *arg)
 		}
 		nl_seg_heartbeat();
 		pthread_mutex_lock(&lock);
+		busy = false;
+		pthread_cond_broadcast(&wake);
 	}
 	thread_running = false;
 	pthread_cond_broadcast(&wake);
@@ -503,6 +507,21 @@ static void atfork_prepare(void)
 		       pthread_cond_timedwait(&wake, &lock, &ts) != ETIMEDOUT)
 			;
 	}
+	/* Nor, for a moment, the thread's work: an export takes a few
+	 * milliseconds, and a child that inherits the thread's allocator or
+	 * library locks mid-work may wait on them forever. A slow collector
+	 * does not hold the fork back longer than this. */
+	if (busy) {
+		struct timespec ts;
+		clock_gettime(CLOCK_MONOTONIC, &ts);
+		ts.tv_nsec += 100 * 1000000L;
+		if (ts.tv_nsec >= 1000000000L) {
+			ts.tv_sec++;
+			ts.tv_nsec -= 1000000000L;
+		}
+		while (busy && pthread_cond_timedwait(&wake, &lock, &ts) != ETIMEDOUT)
+			;
+	}
 	nl_registry_atfork_prepare();
 }
 
@@ -538,6 +557,7 @@ static void atfork_child(void)
 	thread_running = false;
 	thread_ready = false;
 	library_init = false;
+	busy = false;
 	stopping = false;
 	atomic_store(&nl_runtime_kicked, false);
 	atomic_store(&kick_taken, false);
