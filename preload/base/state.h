@@ -30,7 +30,10 @@ void nl_runtime_kick_slow(void);
 
 static inline void nl_runtime_kick(void)
 {
-	if (!atomic_load_explicit(&nl_runtime_kicked, memory_order_relaxed))
+	/* Acquire: what the first kick did to the registry (made its file)
+	 * happens before this thread's writes into it. On x86 as cheap as a
+	 * relaxed load. */
+	if (!atomic_load_explicit(&nl_runtime_kicked, memory_order_acquire))
 		nl_runtime_kick_slow();
 }
 
