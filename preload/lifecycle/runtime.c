@@ -69,6 +69,20 @@ static uint64_t delivery_key;           /* of this configuration (nl_seg_deliver
  * add the same failure, and its warning, to every process of the user. */
 static _Atomic uint64_t collector_failed_ns;
 
+/* A deadline ms from now, for pthread_cond_timedwait on `wake` (CLOCK_MONOTONIC). */
+static struct timespec monotonic_in_ms(long ms)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	ts.tv_sec += ms / 1000;
+	ts.tv_nsec += (ms % 1000) * 1000000L;
+	if (ts.tv_nsec >= 1000000000L) {
+		ts.tv_sec++;
+		ts.tv_nsec -= 1000000000L;
+	}
+	return ts;
+}
+
 /* ---- one export --------------------------------------------------------- */
 
 static void write_console(const char *line, size_t len)
@@ -465,13 +479,7 @@ static void flush_at_exit(void)
 	if (thread_running) {
 		atomic_store(&abort_send, true);
 		pthread_cond_broadcast(&wake);
-		struct timespec ts;
-		clock_gettime(CLOCK_MONOTONIC, &ts);
-		ts.tv_nsec += 200 * 1000000L;
-		if (ts.tv_nsec >= 1000000000L) {
-			ts.tv_sec++;
-			ts.tv_nsec -= 1000000000L;
-		}
+		struct timespec ts = monotonic_in_ms(200);
 		while (thread_running && pthread_cond_timedwait(&wake, &lock, &ts) != ETIMEDOUT)
 			;
 		joinable = !thread_running;
@@ -500,9 +508,7 @@ static void atfork_prepare(void)
 	 * time libcurl and its TLS library are initialised. The fork waits for
 	 * them, bounded; never for an export or a delivery. */
 	if ((thread_running && !thread_ready) || library_init) {
-		struct timespec ts;
-		clock_gettime(CLOCK_MONOTONIC, &ts);
-		ts.tv_sec += 2;
+		struct timespec ts = monotonic_in_ms(2000);
 		while (((thread_running && !thread_ready) || library_init) &&
 		       pthread_cond_timedwait(&wake, &lock, &ts) != ETIMEDOUT)
 			;
@@ -512,13 +518,7 @@ static void atfork_prepare(void)
 	 * library locks mid-work may wait on them forever. A slow collector
 	 * does not hold the fork back longer than this. */
 	if (busy) {
-		struct timespec ts;
-		clock_gettime(CLOCK_MONOTONIC, &ts);
-		ts.tv_nsec += 100 * 1000000L;
-		if (ts.tv_nsec >= 1000000000L) {
-			ts.tv_sec++;
-			ts.tv_nsec -= 1000000000L;
-		}
+		struct timespec ts = monotonic_in_ms(100);
 		while (busy && pthread_cond_timedwait(&wake, &lock, &ts) != ETIMEDOUT)
 			;
 	}
