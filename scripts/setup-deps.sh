@@ -21,6 +21,7 @@ PKGS=(
   libcurl4-openssl-dev libcriterion-dev zlib1g-dev
   curl openssl python3-aiohttp python3-uvicorn python3-fastapi python3-protobuf python3-uvloop python3-requests
   nginx-light wrk golang-go
+  lintian chromium
   libpython3.11-testsuite libglib2.0-tests
 )
 

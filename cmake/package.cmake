@@ -1,0 +1,62 @@
+# The Debian package: `cmake --build build --target package` writes
+# build/nemolens_<version>_<arch>.deb with every install() rule of the project
+# (the shim, libnemolens.so, header and nemolens.pc, nemolens-run, the Python
+# adapter, the dashboards, the docs), installed under /usr.
+#
+# Depends: what dpkg-shlibdeps finds in the ELF files, plus libcurl's runtime
+# package, which the shim opens with dlopen (exporter/curl_dl.c) and which no
+# ELF file names. Nothing is activated on install: no maintainer scripts touch
+# /etc/ld.so.preload (README, "Install").
+
+# Files Debian wants in every package's doc directory.
+set(NL_DEB_DOC ${CMAKE_CURRENT_BINARY_DIR}/debian-doc)
+file(MAKE_DIRECTORY ${NL_DEB_DOC})
+# The date honours SOURCE_DATE_EPOCH (reproducible builds).
+string(TIMESTAMP NL_DEB_DATE "%a, %d %b %Y %H:%M:%S +0000" UTC)
+configure_file(${CMAKE_CURRENT_LIST_DIR}/debian/changelog.in ${NL_DEB_DOC}/changelog @ONLY)
+# gzip -n: no name or time stamp in the header, so the file is reproducible.
+execute_process(COMMAND gzip -9nf ${NL_DEB_DOC}/changelog RESULT_VARIABLE gz_rc)
+if(NOT gz_rc EQUAL 0)
+  message(FATAL_ERROR "gzip ${NL_DEB_DOC}/changelog failed")
+endif()
+install(FILES ${NL_DEB_DOC}/changelog.gz ${CMAKE_CURRENT_LIST_DIR}/debian/copyright README.md
+  DESTINATION ${CMAKE_INSTALL_DOCDIR})
+
+set(CPACK_GENERATOR DEB)
+set(CPACK_PACKAGE_NAME nemolens)
+set(CPACK_PACKAGE_VERSION ${PROJECT_VERSION})
+set(CPACK_PACKAGE_VENDOR "nemolens")
+set(CPACK_PACKAGE_CONTACT "nemolens maintainers <maintainers@users.noreply.a-seed-7cbbf559.example>")
+set(CPACK_PACKAGE_DESCRIPTION_SUMMARY "NeMo Gym and NeMo Lens metrics for unmodified programs via LD_PRELOAD")
+# The synopsis is the summary; this is the extended description (CPack
+# indents it and turns empty lines into " .").
+set(CPACK_DEBIAN_PACKAGE_DESCRIPTION "libnemolens_preload.so, loaded into any dynamically linked program with
+LD_PRELOAD (or started with nemolens-run), records connection attempts and
+their waits, HTTP/1.x requests on both sides and memory of server process
+trees, and exports them as OpenTelemetry metrics over OTLP/HTTP with NeMo
+Gym's names. libnemolens.so and its header give C programs NeMo Lens's record
+functions. A Grafana dashboard for Prometheus-type backends is included.
+
+Installing the package activates nothing: programs are instrumented only
+when started with nemolens-run or LD_PRELOAD.")
+set(CPACK_PACKAGING_INSTALL_PREFIX /usr)
+set(CPACK_STRIP_FILES ON)
+set(CPACK_DEBIAN_FILE_NAME DEB-DEFAULT)
+set(CPACK_DEBIAN_PACKAGE_SECTION devel)
+set(CPACK_DEBIAN_PACKAGE_PRIORITY optional)
+set(CPACK_DEBIAN_PACKAGE_SHLIBDEPS ON)
+# libcurl.so.4 is opened with dlopen: dpkg-shlibdeps cannot see it.
+set(CPACK_DEBIAN_PACKAGE_DEPENDS "libcurl4 (>= 7.68)")
+# The shlibs entry of the public libnemolens.so.0 (so packages linked with it
+# depend on this one), and the ldconfig trigger Debian wants for libraries in
+# the loader's directories (CPack's postinst/postrm also call ldconfig).
+set(CPACK_DEBIAN_PACKAGE_GENERATE_SHLIBS ON)
+set(CPACK_DEBIAN_PACKAGE_GENERATE_SHLIBS_POLICY ">=")
+set(NL_DEB_TRIGGERS ${CMAKE_CURRENT_BINARY_DIR}/debian-control/triggers)
+file(WRITE ${NL_DEB_TRIGGERS} "activate-noawait ldconfig\n")
+set(CPACK_DEBIAN_PACKAGE_CONTROL_EXTRA ${NL_DEB_TRIGGERS})
+set(CPACK_DEBIAN_PACKAGE_CONTROL_STRICT_PERMISSION ON)
+# Directories as Debian policy has them, whatever the builder's umask.
+set(CPACK_INSTALL_DEFAULT_DIRECTORY_PERMISSIONS
+    OWNER_READ OWNER_WRITE OWNER_EXECUTE GROUP_READ GROUP_EXECUTE WORLD_READ WORLD_EXECUTE)
+include(CPack)

@@ -1,0 +1,184 @@
+"""The Debian package, built, checked, installed, used and removed.
+
+`cmake --build BUILD --target package` must write nemolens_<version>_<arch>.deb
+holding every installed file under /usr (libraries in the multiarch
+directory), with Depends computed from the binaries plus libcurl4 (opened with
+dlopen), and lintian must find no error in it. Installed with dpkg, the
+package must work as a user would use it: /usr/bin/nemolens-run finds the
+installed shim and a program it starts sends its connection counts to
+VictoriaMetrics; a C program builds against the installed header and library
+with `pkg-config --cflags --libs nemolens` and exports what it records.
+
+The package is purged again whatever happens, so the machine is left as it
+was for the tests that run after this one. It needs root (dpkg) and a
+machine where nemolens is not installed otherwise; it is a `real` test, not
+rerun under sanitizers (a sanitizer build's binaries cannot be packaged for
+plain programs).
+"""
+import glob
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import unittest
+
+sys.path.insert(0, os.path.dirname(__file__))
+import harness  # noqa: E402
+from victoria import Victoria  # noqa: E402
+
+BUILD = os.path.dirname(os.path.abspath(harness.BIN))
+MULTIARCH = subprocess.run(["gcc", "-print-multiarch"], capture_output=True, text=True).stdout.strip()
+LIBDIR = f"/usr/lib/{MULTIARCH}"
+PACKAGE = "nemolens"
+
+# Files the package must hold (a prefix of the path, for versioned names).
+EXPECTED = [
+    "/usr/bin/nemolens-run",
+    f"{LIBDIR}/libnemolens_preload.so",
+    f"{LIBDIR}/libnemolens.so",
+    f"{LIBDIR}/libnemolens.so.0",
+    f"{LIBDIR}/pkgconfig/nemolens.pc",
+    "/usr/include/nemolens.h",
+    "/usr/share/doc/nemolens/README.md",
+    "/usr/share/doc/nemolens/copyright",
+    "/usr/share/doc/nemolens/changelog.gz",
+    "/usr/share/doc/nemolens/examples/lens_example.c",
+]
+
+WORKLOAD = r"""
+import socket, sys
+port, n = int(sys.argv[1]), int(sys.argv[2])
+for _ in range(n):
+    s = socket.create_connection(("127.0.0.1", port))
+    s.close()
+"""
+
+
+def installed():
+    p = subprocess.run(["dpkg-query", "-W", "-f=${Status}", PACKAGE], capture_output=True, text=True)
+    return "install ok installed" in p.stdout
+
+
+def run(args, **kw):
+    return subprocess.run(args, capture_output=True, text=True, timeout=300, **kw)
+
+
+class Package(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        if os.geteuid() != 0:
+            raise RuntimeError("this test installs a package with dpkg: run it as root")
+        if installed():
+            raise RuntimeError(f"package {PACKAGE} is already installed here; this test would remove it")
+        for old in glob.glob(os.path.join(BUILD, f"{PACKAGE}_*.deb")):
+            os.unlink(old)
+        p = run(["cmake", "--build", BUILD, "--target", "package"])
+        if p.returncode != 0:
+            raise RuntimeError(f"cmake --build --target package failed:\n{p.stdout[-3000:]}{p.stderr[-3000:]}")
+        debs = glob.glob(os.path.join(BUILD, f"{PACKAGE}_*.deb"))
+        if len(debs) != 1:
+            raise RuntimeError(f"expected one {PACKAGE}_<version>_<arch>.deb in {BUILD}, found {debs}")
+        cls.deb = debs[0]
+
+    def field(self, name):
+        return run(["dpkg-deb", "-f", self.deb, name]).stdout.strip()
+
+    def test_name_version_and_architecture(self):
+        arch = run(["dpkg", "--print-architecture"]).stdout.strip()
+        version = self.field("Version")
+        self.assertRegex(version, r"^\d+\.\d+\.\d+$")
+        self.assertEqual(os.path.basename(self.deb), f"{PACKAGE}_{version}_{arch}.deb")
+        self.assertEqual(self.field("Package"), PACKAGE)
+        self.assertEqual(self.field("Architecture"), arch)
+
+    def test_contents(self):
+        listing = run(["dpkg-deb", "-c", self.deb]).stdout
+        paths = [line.split()[5].lstrip(".") for line in listing.splitlines() if len(line.split()) >= 6]
+        for want in EXPECTED:
+            self.assertTrue(any(p == want or p.startswith(want + ".") for p in paths), f"{want} not in\n{listing}")
+        # Everything under /usr; nothing that would activate the shim.
+        self.assertTrue(all(p == "/" or p.startswith("/usr/") for p in paths), listing)
+        self.assertFalse([p for p in paths if "ld.so.preload" in p or p.startswith("/etc")], listing)
+        control = subprocess.run(["dpkg-deb", "--ctrl-tarfile", self.deb], capture_output=True, timeout=60)
+        self.assertNotIn(b"ld.so.preload", control.stdout)
+
+    def test_depends_from_the_binaries_and_libcurl(self):
+        depends = {d.strip().split()[0] for d in self.field("Depends").split(",")}
+        # libc, protobuf-c and zlib come from dpkg-shlibdeps; libcurl4 is dlopen'ed.
+        self.assertLessEqual({"libc6", "libprotobuf-c1", "zlib1g", "libcurl4"}, depends)
+
+    def test_lintian_finds_no_errors(self):
+        p = run(["lintian", "--no-tag-display-limit", self.deb])
+        tags = [line for line in p.stdout.splitlines() if re.match(r"^[EW]: ", line)]
+        errors = [t for t in tags if t.startswith("E: ")]
+        self.assertEqual(errors, [], p.stdout + p.stderr)
+        print(f"lintian: {len(tags)} warnings: " + "; ".join(t.split(": ", 2)[2] for t in tags), file=sys.stderr)
+
+    def test_installed_package_works(self):
+        try:
+            p = run(["dpkg", "-i", self.deb], env=dict(os.environ, DEBIAN_FRONTEND="noninteractive"))
+            self.assertEqual(p.returncode, 0, p.stdout + p.stderr)
+            self.check_nemolens_run()
+            self.check_c_api_build()
+        finally:
+            run(["dpkg", "--purge", PACKAGE])
+        self.assertFalse(installed())
+        for path in EXPECTED:
+            self.assertFalse(os.path.exists(path), f"{path} left behind")
+
+    def check_nemolens_run(self):
+        vm = Victoria()
+        self.addCleanup(vm.stop)
+        listener = harness.AcceptingListener()
+        self.addCleanup(listener.close)
+        env = harness.shim_env(OTEL_EXPORTER_OTLP_METRICS_ENDPOINT=vm.otlp_url, OTEL_SERVICE_NAME="pkg-test",
+                               NEMOLENS_DESTINATIONS=f"target=127.0.0.1:{listener.port}")
+        del env["LD_PRELOAD"]
+        env.pop("NEMOLENS_PRELOAD_PATH", None)
+        # Which shim it preloads...
+        p = run(["/usr/bin/nemolens-run", harness.PYTHON, "-c", "import os; print(os.environ['LD_PRELOAD'])"],
+                env=env)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertEqual(p.stdout.strip(), f"{LIBDIR}/libnemolens_preload.so")
+        # ... and that what it records reaches the backend.
+        n = 7
+        p = run(["/usr/bin/nemolens-run", harness.PYTHON, "-c", WORKLOAD, str(listener.port), str(n)], env=env)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertEqual(p.stderr, "")
+        self.assertEqual(listener.settle(n), n)
+        q = ('sum by (nemo.gym.http.destination.server.name) '
+             '({__name__="gym.http.connection_pool.connect_total", service.name="pkg-test"})')
+        vec = vm.wait_for(q, lambda v: sum(float(r["value"][1]) for r in v) >= n)
+        got = {r["metric"].get("nemo.gym.http.destination.server.name"): float(r["value"][1]) for r in vec}
+        self.assertEqual(got, {"target": n})
+
+    def check_c_api_build(self):
+        flags = run(["pkg-config", "--cflags", "--libs", "nemolens"])
+        self.assertEqual(flags.returncode, 0, flags.stderr)
+        self.assertIn("-lnemolens", flags.stdout.split())
+        tmp = tempfile.mkdtemp(prefix="nemolens-pkg.")
+        self.addCleanup(shutil.rmtree, tmp, True)
+        exe = os.path.join(tmp, "lens_example")
+        cc = run(["cc", "-std=c11", "-Wall", "-Wextra", "-Werror", "-D_GNU_SOURCE",
+                  "/usr/share/doc/nemolens/examples/lens_example.c", "-o", exe] + flags.stdout.split())
+        self.assertEqual(cc.returncode, 0, cc.stderr)
+        ldd = run(["ldd", exe]).stdout
+        m = re.search(r"libnemolens\.so\.0 => (\S+)", ldd)
+        self.assertTrue(m, ldd)
+        # /lib may be /usr/lib (merged /usr): the same file either way.
+        self.assertEqual(os.path.realpath(m.group(1)), os.path.realpath(f"{LIBDIR}/libnemolens.so.0"))
+        out = os.path.join(tmp, "console.jsonl")
+        env = harness.shim_env(OTEL_METRICS_EXPORTER="console", NEMOLENS_CONSOLE_PATH=out)
+        del env["LD_PRELOAD"]
+        p = run([exe], env=env)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        with open(out) as f:
+            exported = f.read()
+        for name in ("rl.reward.mean", "gen_ai.server.request.duration", "gym.verify.duration_ms"):
+            self.assertIn(f'"{name}"', exported)
+
+
+if __name__ == "__main__":
+    unittest.main(verbosity=2)
