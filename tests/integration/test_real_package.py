@@ -41,6 +41,7 @@ EXPECTED = [
     f"{LIBDIR}/libnemolens.so.0",
     f"{LIBDIR}/pkgconfig/nemolens.pc",
     "/usr/include/nemolens.h",
+    "/usr/share/nemolens/dashboards/nemolens.json",
     "/usr/share/doc/nemolens/README.md",
     "/usr/share/doc/nemolens/copyright",
     "/usr/share/doc/nemolens/changelog.gz",
