@@ -24,12 +24,31 @@ static size_t method_len[NL_HTTP_METHODS_MAX + 1];
 static unsigned n_methods;
 static unsigned method_post = NL_HTTP_METHODS_MAX;   /* index of POST, for Gym's endpoints */
 
+/* A method of up to 8 bytes as one word that, with its length, tells it
+ * from every other (its first and last 4 bytes, which overlap below 8; below
+ * 4, its first, middle and last), so that finding it is one compare per
+ * known method, with loads of fixed sizes. */
+static uint64_t method_word[NL_HTTP_METHODS_MAX + 1];
+
+static uint64_t word_of(const char *m, size_t n)
+{
+	if (n >= 4) {
+		uint32_t lo, hi;
+		memcpy(&lo, m, 4);
+		memcpy(&hi, m + n - 4, 4);
+		return lo | (uint64_t)hi << 32;
+	}
+	return n ? (unsigned char)m[0] | (unsigned)(unsigned char)m[n / 2] << 8 | (unsigned)(unsigned char)m[n - 1] << 16
+		 : 0;
+}
+
 static void add_method(const char *m, size_t n)
 {
 	if (n == 0 || n >= METHOD_LEN || n_methods >= NL_HTTP_METHODS_MAX)
 		return;
 	memcpy(methods[n_methods], m, n);
 	method_len[n_methods] = n;
+	method_word[n_methods] = word_of(m, n);
 	if (n == 4 && memcmp(m, "POST", 4) == 0)
 		method_post = n_methods;
 	n_methods++;
@@ -60,8 +79,15 @@ static void configure_methods(const char *known)
 
 unsigned nl_http_method(const char *m, size_t n)
 {
+	if (n <= 8) {
+		uint64_t w = word_of(m, n);
+		for (unsigned i = 0; i < n_methods; i++)
+			if (method_word[i] == w && method_len[i] == n)
+				return i;
+		return NL_HTTP_METHODS_MAX;
+	}
 	for (unsigned i = 0; i < n_methods; i++)
-		if (method_len[i] == n && methods[i][0] == m[0] && memcmp(methods[i], m, n) == 0)
+		if (method_len[i] == n && memcmp(methods[i], m, n) == 0)
 			return i;
 	return NL_HTTP_METHODS_MAX;
 }
@@ -73,12 +99,40 @@ unsigned nl_http_method(const char *m, size_t n)
 #define ROUTE_CACHE 1024
 static _Atomic uint64_t route_cache[ROUTE_CACHE];
 
+/* Whether a word has a '?' byte: the classic test for a zero byte, on the
+ * word xor '?' in every byte. It never says yes for a word without one. */
+static inline uint64_t has_query(uint64_t w)
+{
+	uint64_t x = w ^ 0x3f3f3f3f3f3f3f3full;
+	return (x - 0x0101010101010101ull) & ~x & 0x8080808080808080ull;
+}
+
+/* The hash of the target's path (up to its '?'): 8 bytes a step, a byte a
+ * step only in the word that holds the '?' or the last few bytes. The same
+ * path gives the same hash whatever query follows it. */
+static uint64_t path_hash(const char *t, size_t n, bool truncated)
+{
+	uint64_t h = 0x9E3779B97F4A7C15ull ^ (uint64_t)truncated;
+	size_t i = 0;
+	for (; i + 8 <= n; i += 8) {
+		uint64_t w;
+		memcpy(&w, t + i, 8);
+		if (has_query(w))
+			break;
+		h = (h ^ w) * 0xff51afd7ed558ccdull;
+		h ^= h >> 32;
+	}
+	uint64_t tail = 0;
+	unsigned k = 0;   /* fewer than 8: the loop left a partial word or one with '?' */
+	for (; i < n && t[i] != '?'; i++, k++)
+		tail |= (uint64_t)(unsigned char)t[i] << (8 * k);
+	h = (h ^ tail ^ (uint64_t)k << 61) * 0xc4ceb9fe1a85ec53ull;
+	return h ^ h >> 29;
+}
+
 int nl_http_route(const char *target, size_t n, bool truncated)
 {
-	uint64_t h = 14695981039346656037ull ^ (uint64_t)truncated;
-	for (size_t i = 0; i < n && target[i] != '?'; i++)
-		h = (h ^ (unsigned char)target[i]) * 1099511628211ull;
-	h ^= h >> 29;
+	uint64_t h = path_hash(target, n, truncated);
 	_Atomic uint64_t *slot = &route_cache[h % ROUTE_CACHE];
 	uint64_t e = atomic_load_explicit(slot, memory_order_relaxed);
 	if (e && (e & ~0xffffull) == (h & ~0xffffull))
