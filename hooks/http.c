@@ -99,14 +99,15 @@ struct feed {
 	uint64_t now_ns;        /* read once per call, when an event needs it */
 };
 
-static uint32_t now_us(struct feed *f)
+static __attribute__((noinline)) uint64_t read_clock(struct feed *f) { return f->now_ns = nl_monotonic_ns(); }
+
+static inline uint32_t now_us(struct feed *f)
 {
-	if (!f->now_ns)
-		f->now_ns = nl_monotonic_ns();
-	return (uint32_t)(f->now_ns / 1000);
+	uint64_t ns = f->now_ns ? f->now_ns : read_clock(f);
+	return (uint32_t)(ns / 1000);
 }
 
-static void finish(struct feed *f, unsigned slot, unsigned status, uint64_t response_body)
+static __attribute__((noinline)) void finish(struct feed *f, unsigned slot, unsigned status, uint64_t response_body)
 {
 	struct nl_httpconn *c = f->c;
 	if (!(atomic_fetch_and(&c->open, (uint8_t)~(1u << slot)) & (1u << slot)))
@@ -135,7 +136,7 @@ static void finish(struct feed *f, unsigned slot, unsigned status, uint64_t resp
 
 /* Malformed or contended: requests counted as active stop counting, and
  * nothing else is reported for them. */
-static void drop_open(struct nl_httpconn *c)
+static __attribute__((noinline)) void drop_open(struct nl_httpconn *c)
 {
 	uint8_t open = atomic_exchange(&c->open, 0);
 	for (unsigned s = 0; s < NL_H1_PIPELINE; s++)
@@ -146,7 +147,7 @@ static void drop_open(struct nl_httpconn *c)
 /* A client request's Host header: server.address and server.port; over TLS
  * without a known peer, also the destination (the rules' host names, with
  * the port, which SNI alone lacks). */
-static void request_host(struct nl_httpconn *c, const char *host, size_t n)
+static __attribute__((noinline)) void request_host(struct nl_httpconn *c, const char *host, size_t n)
 {
 	unsigned port;
 	int id = nl_http_host(host, n, &port);
@@ -164,33 +165,43 @@ static void request_host(struct nl_httpconn *c, const char *host, size_t n)
 	}
 }
 
+/* The request line: its method, its route (server), the request counted as
+ * active. Out of line, so that on_event's cheap cases need no frame. */
+static __attribute__((noinline)) void request_line(struct feed *f, const struct nl_h1_event *ev)
+{
+	struct nl_httpconn *c = f->c;
+	unsigned slot = ev->slot % NL_H1_PIPELINE;
+	struct pending *p = &c->slots[slot];
+	p->start_us = c->begin_us;
+	p->method = (uint8_t)nl_http_method(ev->method, ev->method_len);
+	atomic_store_explicit(&p->request_body, 0, memory_order_relaxed);
+	p->minor = (uint8_t)ev->version_minor;
+	p->route = NL_ROUTE_NONE;
+	if (c->side == NL_HTTP_SERVER) {
+		p->route = (int16_t)nl_http_route(ev->target, ev->target_len, ev->target_truncated);
+		nl_http_server_started(p->method, c->flags & NL_HTTPCONN_TLS);
+	}
+	atomic_fetch_or(&c->open, (uint8_t)(1u << slot));
+}
+
 static void on_event(void *ctx, const struct nl_h1_event *ev)
 {
 	struct feed *f = ctx;
 	struct nl_httpconn *c = f->c;
-	struct pending *p = &c->slots[ev->slot % NL_H1_PIPELINE];
 	switch (ev->type) {
 	case NL_H1_REQ_BEGIN:
 		c->begin_us = now_us(f);
 		break;
 	case NL_H1_REQ_LINE:
-		p->start_us = c->begin_us;
-		p->method = (uint8_t)nl_http_method(ev->method, ev->method_len);
-		atomic_store_explicit(&p->request_body, 0, memory_order_relaxed);
-		p->minor = (uint8_t)ev->version_minor;
-		p->route = NL_ROUTE_NONE;
-		if (c->side == NL_HTTP_SERVER) {
-			p->route = (int16_t)nl_http_route(ev->target, ev->target_len, ev->target_truncated);
-			nl_http_server_started(p->method, c->flags & NL_HTTPCONN_TLS);
-		}
-		atomic_fetch_or(&c->open, (uint8_t)(1u << (ev->slot % NL_H1_PIPELINE)));
+		request_line(f, ev);
 		break;
 	case NL_H1_REQ_HEAD:
 		if (c->side == NL_HTTP_CLIENT && ev->host)
 			request_host(c, ev->host, ev->host_len);
 		break;
 	case NL_H1_REQ_END:
-		atomic_store_explicit(&p->request_body, ev->body_size > UINT32_MAX ? UINT32_MAX : (uint32_t)ev->body_size,
+		atomic_store_explicit(&c->slots[ev->slot % NL_H1_PIPELINE].request_body,
+				      ev->body_size > UINT32_MAX ? UINT32_MAX : (uint32_t)ev->body_size,
 				      memory_order_relaxed);
 		break;
 	case NL_H1_RESP_HEAD:
