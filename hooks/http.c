@@ -37,6 +37,7 @@ struct nl_httpconn {
 	_Atomic int16_t host;           /* client: host id of the Host header, -1 unknown */
 	_Atomic uint16_t port;
 	uint32_t begin_us;              /* request stream: first byte of the request being read */
+	uint32_t host_key;              /* client: host_key() of the last Host value; 0 none */
 	struct pending slots[NL_H1_PIPELINE];
 };
 
@@ -44,7 +45,7 @@ _Static_assert(sizeof(struct nl_httpconn) <= NL_HTTPCONN_SIZE, "an HTTP connecti
 
 static _Atomic(struct nl_httpconn *) chunks[NL_FD_CHUNKS];
 
-static struct nl_httpconn *conn_lookup(int fd)
+static inline __attribute__((always_inline)) struct nl_httpconn *conn_lookup(int fd)
 {
 	if ((unsigned)fd >= NL_FD_LIMIT)
 		return NULL;
@@ -89,6 +90,7 @@ void nl_http_watch(int fd, enum nl_fd_http side, int dest)
 	c->flags = 0;
 	atomic_store_explicit(&c->dest, (int16_t)dest, memory_order_relaxed);
 	atomic_store_explicit(&c->host, -1, memory_order_relaxed);
+	c->host_key = 0;
 	nl_fd_http_start(e, side);
 }
 
@@ -147,8 +149,35 @@ static __attribute__((noinline)) void drop_open(struct nl_httpconn *c)
 /* A client request's Host header: server.address and server.port; over TLS
  * without a known peer, also the destination (the rules' host names, with
  * the port, which SNI alone lacks). */
+/* A 32-bit key of a Host value's bytes, never 0: a keep-alive connection
+ * sends the same Host with every request, and finding its id again (a hash,
+ * a case-insensitive compare, the destination rules by name) costs several
+ * times this. Words at a time; the last word overlaps the one before. */
+static inline uint32_t host_key(const char *s, size_t n)
+{
+	uint64_t h = 0x9E3779B97F4A7C15ull ^ n, w;
+	if (n >= 8) {
+		for (size_t i = 0; i + 8 < n; i += 8) {
+			memcpy(&w, s + i, 8);
+			h = (h ^ w) * 0xff51afd7ed558ccdull;
+			h ^= h >> 32;
+		}
+		memcpy(&w, s + n - 8, 8);
+	} else {
+		w = 0;
+		for (size_t i = 0; i < n; i++)
+			w |= (uint64_t)(unsigned char)s[i] << (8 * i);
+	}
+	h = (h ^ w) * 0xc4ceb9fe1a85ec53ull;
+	return (uint32_t)(h >> 32) | 1;
+}
+
 static __attribute__((noinline)) void request_host(struct nl_httpconn *c, const char *host, size_t n)
 {
+	uint32_t key = host_key(host, n);
+	if (key == c->host_key)
+		return;         /* the same Host as the last request: same host, port and destination */
+	c->host_key = key;
 	unsigned port;
 	int id = nl_http_host(host, n, &port);
 	if (!port)
@@ -256,7 +285,7 @@ static inline int claim_conn(struct nl_httpconn *c, enum nl_h1_dir dir)
 /* The conn and the direction of an I/O call, the direction claimed; NULL when
  * the fd is not followed or another thread is feeding the same direction
  * (which makes the bytes' order unknowable: parsing stops). */
-static struct nl_httpconn *claim(struct nl_fd *e, int fd, int out, enum nl_h1_dir *dir)
+static inline __attribute__((always_inline)) struct nl_httpconn *claim(struct nl_fd *e, int fd, int out, enum nl_h1_dir *dir)
 {
 	unsigned side = nl_fd_http_side(e);
 	struct nl_httpconn *c = side ? conn_lookup(fd) : NULL;
@@ -368,6 +397,7 @@ void nl_httpconn_init(struct nl_httpconn *c, enum nl_fd_http side, int dest, uns
 	c->flags = (uint8_t)flags;
 	atomic_store_explicit(&c->dest, (int16_t)dest, memory_order_relaxed);
 	atomic_store_explicit(&c->host, -1, memory_order_relaxed);
+	c->host_key = 0;
 }
 
 uint64_t nl_httpconn_write_start(const struct nl_httpconn *c)
