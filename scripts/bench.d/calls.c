@@ -23,6 +23,8 @@
  *                  (run with NEMOLENS_HTTP=server: the client is not followed)
  *   http_client    the same exchange, the client's write and reads
  *                  (NEMOLENS_HTTP=client)
+ *   conn_life      one connection's whole life: socket, connect, accept and the
+ *                  two closes, each an op_* call (run without a destination rule)
  *   read_untracked_http send_tcp_http
  *                  read on a pipe / send on a TCP socket found not to carry
  *                  HTTP, while an HTTP connection is open and followed
@@ -57,6 +59,8 @@ OP int op_connect_nb(int fd, const struct sockaddr_in *a)
 	return err ? -1 : 0;
 }
 OP int op_close(int fd) { return close(fd); }
+OP int op_socket(void) { return socket(AF_INET, SOCK_STREAM, 0); }
+OP int op_accept(int l) { return accept(l, 0, 0); }
 OP ssize_t op_send(int fd, const void *b, size_t n) { return send(fd, b, n, 0); }
 OP ssize_t op_recv(int fd, void *b, size_t n) { return recv(fd, b, n, 0); }
 OP ssize_t op_read(int fd, void *b, size_t n) { return read(fd, b, n); }
@@ -169,6 +173,17 @@ int main(int argc, char **argv)
 			int s = accept(l, 0, 0);
 			rst_close(c);
 			close(s);
+		}
+	} else if (!strcmp(op, "conn_life")) {
+		for (long i = 0; i < n; i++) {
+			int c = op_socket();
+			if (c < 0 || op_connect(c, &a) != 0)
+				bad++;
+			int s = op_accept(l);
+			struct linger lg = { 1, 0 };
+			setsockopt(c, SOL_SOCKET, SO_LINGER, &lg, sizeof lg);
+			op_close(c);
+			op_close(s);
 		}
 	} else if (!strcmp(op, "close_tcp")) {
 		for (long i = 0; i < n; i++) {
