@@ -450,6 +450,14 @@ static void load_http(struct nl_config *cfg, const struct env *e)
 		else
 			invalid("NEMOLENS_HTTP_ROUTE_LIMIT", v, "a number from 16 to 4096");
 	}
+	cfg->http_route_segment_limit = NL_ROUTE_SEGMENT_LIMIT_DEFAULT;
+	if ((v = env_get(e, "NEMOLENS_HTTP_ROUTE_SEGMENT_LIMIT"))) {
+		long n;
+		if (nl_parse_ms(v, &n) == 0 && n >= 0 && n <= NL_ROUTE_SEGMENT_LIMIT_MAX)
+			cfg->http_route_segment_limit = n;
+		else
+			invalid("NEMOLENS_HTTP_ROUTE_SEGMENT_LIMIT", v, "a number from 0 to 100");
+	}
 	/* As OpenTelemetry's Python instrumentations read it: a comma-separated
 	 * list in which http/dup asks for both the old and the stable names. */
 	if ((v = env_get(e, "OTEL_SEMCONV_STABILITY_OPT_IN"))) {

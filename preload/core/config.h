@@ -59,6 +59,7 @@ struct nl_config {
 	char *http_routes;              /* NEMOLENS_HTTP_ROUTES, raw */
 	int http_route_unmatched;       /* enum nl_route_unmatched */
 	long http_route_cap;            /* NEMOLENS_HTTP_ROUTE_LIMIT */
+	long http_route_segment_limit;  /* NEMOLENS_HTTP_ROUTE_SEGMENT_LIMIT; 0: no learning */
 	bool http_semconv_dup;          /* OTEL_SEMCONV_STABILITY_OPT_IN has http/dup */
 	char *http_known_methods;       /* OTEL_INSTRUMENTATION_HTTP_KNOWN_METHODS, raw */
 	bool gym_endpoints;             /* NEMOLENS_GYM_ENDPOINTS */

@@ -420,6 +420,7 @@ void nl_httpmetrics_init(const struct nl_config *cfg)
 		atomic_store(&route_cache[i], 0);
 	nl_route_configure(cfg->http_routes, (enum nl_route_unmatched)cfg->http_route_unmatched,
 			   (unsigned)cfg->http_route_cap, route_warning);
+	nl_route_set_segment_limit((unsigned)cfg->http_route_segment_limit);
 	/* Room for the series hooks create: every combination, three series each. */
 	nl_registry_reserve_static(CELLS * 3);
 	i_server = nl_inst(NL_I_HTTP_SERVER_DURATION);

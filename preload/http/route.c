@@ -334,24 +334,184 @@ static enum match match(const struct tmpl *t, const char *p, size_t len, bool tr
 	return k == t->nseg ? YES : NO;
 }
 
+/* ---- learned positions ------------------------------------------------------- */
+
+/* What the static rules keep can still be an identifier ("alice", "k3j9x2").
+ * A position of a path is the place of one segment under the route made so
+ * far (its parent: "/items" for the second segment of "/items/alice"); the
+ * values a position has shown are recorded, and once it has shown
+ * segment_limit distinct ones, every value it has not shown yet is "{id}"
+ * (the values seen before keep their routes, so no route of a given path
+ * ever changes and no route a series has is taken back).
+ *
+ * Two fixed tables of atomics, filled by whoever meets a new position or
+ * value first and never emptied: positions (key: the parent's hash; the
+ * count of values recorded) and values (key: the hash of parent and value;
+ * bit 0 set for a value that came past the limit, which is "{id}"). When a
+ * position finds no room, its values are what the static rules make of
+ * them. Parents and values are FNV-1a hashes of the route text: 64 bits, so
+ * a collision (two positions or values taken for one) is not a concern at
+ * these sizes. */
+#define POSITION_PROBES 32
+#define VALUE_PROBES 64
+#define FNV_OFFSET 0xcbf29ce484222325ull
+#define FNV_PRIME 0x100000001b3ull
+
+struct position {
+	_Atomic uint64_t key;           /* parent | 1; 0: free */
+	_Atomic uint32_t values;        /* distinct values recorded (may pass the limit) */
+};
+
+static struct position *positions;
+static _Atomic uint64_t *values;
+static uint32_t values_mask;
+static unsigned segment_limit;          /* 0: no learning */
+
+static inline uint64_t fnv(uint64_t h, const char *s, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		h = (h ^ (unsigned char)s[i]) * FNV_PRIME;
+	return h;
+}
+
+static inline uint32_t spread(uint64_t h)
+{
+	h ^= h >> 33;
+	h *= 0xFF51AFD7ED558CCDull;
+	return (uint32_t)(h >> 32);
+}
+
+/* The position of parent, claimed when new; NULL when there is no room. */
+static struct position *position_of(uint64_t parent)
+{
+	uint64_t key = parent | 1;
+	uint32_t i = spread(parent);
+	for (unsigned probe = 0; probe < POSITION_PROBES; probe++, i++) {
+		struct position *p = &positions[i & (NL_ROUTE_POSITIONS - 1)];
+		uint64_t k = atomic_load_explicit(&p->key, memory_order_acquire);
+		if (k == 0 && atomic_compare_exchange_strong_explicit(&p->key, &k, key, memory_order_acq_rel,
+								      memory_order_acquire))
+			return p;
+		if (k == key)
+			return p;
+	}
+	return NULL;
+}
+
+/* Whether value (the hash of the route with the segment appended to parent)
+ * is a parameter at parent's position, recording it when it is new and
+ * within the limit. A value that meets its own first recording in another
+ * thread, just as that one passes the limit, may keep its text this once. */
+static bool learned_parameter(uint64_t parent, uint64_t value)
+{
+	struct position *pos = position_of(parent);
+	if (!pos)
+		return false;
+	uint64_t key = (value | 2) & ~1ull;
+	uint32_t i = spread(value);
+	for (unsigned probe = 0; probe < VALUE_PROBES; probe++, i++) {
+		_Atomic uint64_t *slot = &values[i & values_mask];
+		uint64_t v = atomic_load_explicit(slot, memory_order_acquire);
+		if (v == 0) {
+			if (atomic_load_explicit(&pos->values, memory_order_relaxed) >= segment_limit)
+				return true;
+			if (atomic_compare_exchange_strong_explicit(slot, &v, key, memory_order_acq_rel,
+								    memory_order_acquire)) {
+				if (atomic_fetch_add_explicit(&pos->values, 1, memory_order_relaxed) < segment_limit)
+					return false;
+				atomic_store_explicit(slot, key | 1, memory_order_release);
+				return true;
+			}
+			/* Lost the slot: v is what is there now. */
+		}
+		if ((v & ~1ull) == key)
+			return v & 1;
+	}
+	return atomic_load_explicit(&pos->values, memory_order_relaxed) >= segment_limit;
+}
+
+static void free_learning(void)
+{
+	free(positions);
+	free((void *)values);
+	positions = NULL;
+	values = NULL;
+	values_mask = 0;
+	segment_limit = 0;
+}
+
+int nl_route_set_segment_limit(unsigned limit)
+{
+	free_learning();
+	if (!configured || mode != NL_ROUTE_TEMPLATE || limit == 0)
+		return 0;
+	if (limit > NL_ROUTE_SEGMENT_LIMIT_MAX)
+		limit = NL_ROUTE_SEGMENT_LIMIT_MAX;
+	/* Room for every position's values at half load at most. */
+	uint32_t n = 64;
+	while (n < 2u * NL_ROUTE_POSITIONS * (limit + 1))
+		n *= 2;
+	positions = calloc(NL_ROUTE_POSITIONS, sizeof *positions);
+	values = calloc(n, sizeof *values);
+	if (!positions || !values) {
+		free_learning();
+		return -1;
+	}
+	values_mask = n - 1;
+	segment_limit = limit;
+	return 0;
+}
+
 /* ---- unmatched paths --------------------------------------------------------- */
 
+/* Whether a token of a segment (the bytes between '-', '.', '_' and '~'; t
+ * bytes, counts as byte_counts adds them up) is an identifier: a number of
+ * two digits or more, hex of 6 digits or more with a decimal digit among
+ * them, or letters and digits with 4 digits or more, or 16 bytes or more.
+ * A version or a model size ("v1", "v2beta1", "h100", "4o", "8b") is none of
+ * them. */
+static inline bool token_is_identifier(size_t t, uint64_t counts)
+{
+	unsigned digit = F_DIGIT(counts);
+	if (!digit)
+		return false;
+	unsigned letters = F_LOWER(counts) + F_UPPER(counts);
+	if (!letters)
+		return digit >= 2;
+	return digit >= 4 || t >= 16 || (t >= 6 && F_HEX(counts) == t);
+}
+
 /* The identifier rules of NL_ROUTE_TEMPLATE (route.h), from a segment's
- * length and counts. UUIDs and 32-digit hex fall under the length rule. */
-static inline bool is_identifier(size_t n, uint64_t counts)
+ * bytes s, its length and counts. UUIDs, ULIDs and 32-digit hex fall under
+ * the length or the token rules. */
+static inline bool is_identifier(const char *s, size_t n, uint64_t counts)
 {
 	/* Most segments: short words, with no digit and nothing else. */
 	if (n < 16 && !(counts & (M_OTHER | 0xFFF)))
 		return false;
 	if (n >= 32 || (counts & M_OTHER))
 		return true;
-	unsigned digit = F_DIGIT(counts), lower = F_LOWER(counts), upper = F_UPPER(counts);
+	unsigned lower = F_LOWER(counts), upper = F_UPPER(counts);
 	unsigned letters = lower + upper;
-	if (digit) {
-		if (!letters || digit >= 4 || n >= 16)
-			return true;
-		if (n >= 8 && F_HEX(counts) == n)
-			return true;
+	if (F_DIGIT(counts)) {
+		if (!letters)
+			return true;    /* a number, a date, an address */
+		/* Letters and digits: token by token ('-', '.', '_' and '~' are
+		 * the bytes that count nothing). */
+		const unsigned char *u = (const unsigned char *)s;
+		uint64_t sum = 0;
+		size_t start = 0;
+		for (size_t i = 0; i <= n; i++) {
+			uint64_t c = i < n ? byte_counts[u[i]] : 0;
+			if (c) {
+				sum += c;
+				continue;
+			}
+			if (token_is_identifier(i - start, sum))
+				return true;
+			sum = 0;
+			start = i + 1;
+		}
 	}
 	return n >= 16 && upper && lower && upper * 3 >= letters && lower * 3 >= letters;
 }
@@ -437,6 +597,10 @@ static size_t unmatched(char *b, const char *p, size_t len, bool truncated)
 			pos++;
 		}
 	}
+	/* Template mode learns positions (see learned_parameter): parent is
+	 * the hash of the route so far. */
+	bool learn = segment_limit && mode == NL_ROUTE_TEMPLATE;
+	uint64_t parent = FNV_OFFSET;
 	for (;;) {
 		size_t start = pos;
 		uint64_t counts;
@@ -444,8 +608,14 @@ static size_t unmatched(char *b, const char *p, size_t len, bool truncated)
 		if (pos == len && truncated)
 			return end_wild(b, olen);
 		size_t at = olen, n = pos - start;
-		bool fits = is_identifier(n, counts) ? put_segment(b, &olen, id, 4, sizeof id)
-						     : put_segment(b, &olen, p + start, n, len - start);
+		bool param = is_identifier(p + start, n, counts);
+		uint64_t child = 0;
+		if (learn && !param) {
+			child = fnv(fnv(parent, "/", 1), p + start, n);
+			param = n && learned_parameter(parent, child);
+		}
+		bool fits = param ? put_segment(b, &olen, id, 4, sizeof id)
+				  : put_segment(b, &olen, p + start, n, len - start);
 		if (!fits)
 			return end_wild(b, at);
 		bool last = pos == len || p[pos] != '/';
@@ -453,6 +623,8 @@ static size_t unmatched(char *b, const char *p, size_t len, bool truncated)
 			return olen == 1 && last ? olen : end_wild(b, olen);
 		if (last)
 			return olen;
+		if (learn)
+			parent = param ? fnv(parent, "/{id}", 5) : child;
 		pos++;
 	}
 }
@@ -582,6 +754,7 @@ int nl_route_parse_mode(const char *s, enum nl_route_unmatched *out)
 
 void nl_route_reset(void)
 {
+	free_learning();
 	free(entries);
 	free((void *)slots);
 	free(tmpls);
@@ -768,5 +941,9 @@ int nl_route_configure(const char *patterns, enum nl_route_unmatched unmatched_m
 
 	mode = (unsigned)unmatched_mode <= NL_ROUTE_UNSET ? unmatched_mode : NL_ROUTE_TEMPLATE;
 	configured = true;
+	if (nl_route_set_segment_limit(NL_ROUTE_SEGMENT_LIMIT_DEFAULT) < 0) {
+		nl_route_reset();
+		return -1;
+	}
 	return bad;
 }

@@ -53,6 +53,10 @@
 #define NL_ROUTE_CAP_MAX 65536          /* a larger cap is lowered to this */
 #define NL_ROUTE_CAP_DEFAULT 256        /* a sensible cap for callers to default to */
 
+#define NL_ROUTE_SEGMENT_LIMIT_DEFAULT 10  /* distinct values a position may show */
+#define NL_ROUTE_SEGMENT_LIMIT_MAX 100      /* a larger limit is lowered to this */
+#define NL_ROUTE_POSITIONS 1024             /* positions learned; more: the static rules */
+
 #define NL_ROUTE_NONE (-1)      /* no http.route attribute for this request */
 #define NL_ROUTE_OVERFLOW (-2)  /* past the cap: record into the overflow series */
 
@@ -70,20 +74,27 @@ enum nl_route_unmatched {
 	 * identifier when it is not empty and any of:
 	 *   - it has a byte other than A-Z a-z 0-9 - . _ ~ (percent-encoded
 	 *     text, '@', ':', '+', '=', ',', braces, non-ASCII, controls);
-	 *   - it is 32 characters or longer;
-	 *   - it is a UUID: 8-4-4-4-12 hex digits, either case (36 characters,
- *     so the rule above);
-	 *   - it has a digit and no letter ("42", "2024-01-31", "1.2.3",
+	 *   - it is 32 characters or longer (a UUID, 32-digit hex);
+	 *   - it has a digit and no letter ("7", "42", "2024-01-31", "1.2.3",
 	 *     "10.0.0.1");
-	 *   - it has a letter and a digit, and 4 digits or more, or 16
-	 *     characters or more ("user1234", "gpt-4o-mini-2024-07-18");
-	 *   - it is 8 hex digits or more with a digit among them ("6f1c2d3e");
+	 *   - one of its tokens, the runs between '-', '.', '_' and '~', is a
+	 *     number of 2 digits or more ("run-2026-11-03-k2", "27-eced8ded",
+	 *     "x86_64"), hex of 6 digits or more with a decimal digit among them
+	 *     ("24ede6a", "1-c3baea9e", "abc123"), or letters and digits with 4
+	 *     digits or more or 16 characters or more ("user1234", a ULID);
 	 *   - it is 16 characters or longer with upper and lower case letters,
 	 *     each a third of its letters or more (a base64 token without a
 	 *     digit; camelCase words have fewer capitals).
-	 * So kept segments have at most 3 digits and no run of 4: "v1", "api",
-	 * "sha256", "h100", "v1beta1", "training-token-capture" stay words;
-	 * "x86_64" and "iso8601" become "{id}". Empty segments stay. */
+	 * So words with a version or a size stay words: "v1", "v2beta1",
+	 * "h100", "sha256", "gpt-4o", "llama-3-8b", "training-token-capture",
+	 * "deadbeef" (hex without a digit). Empty segments stay.
+	 *
+	 * Then what the rules keep is learned (nl_route_set_segment_limit): a
+	 * position (a segment's place under the route before it, its parent)
+	 * that has shown more distinct values than the limit is a parameter
+	 * for every value it had not shown by then: "/items/alice" to
+	 * "/items/judy" (10) keep their routes, "/items/mallory" and every
+	 * later new one is "/items/{id}". */
 	NL_ROUTE_TEMPLATE,
 	/* The path without the query, as is (bytes outside '!'..'~' written
 	 * as %XX). For servers whose paths are few and fixed. */
@@ -110,6 +121,17 @@ enum nl_route_unmatched {
  * patterns, or -1 when memory ran out (then nothing has a route). */
 int nl_route_configure(const char *patterns, enum nl_route_unmatched mode, unsigned cap,
 		       void (*warn)(const char *pattern, const char *why));
+
+/* Sets how many distinct values a path position may show before its new
+ * values are "{id}" (template mode; NEMOLENS_HTTP_ROUTE_SEGMENT_LIMIT), 0 for
+ * no learning: the static rules alone. nl_route_configure sets
+ * NL_ROUTE_SEGMENT_LIMIT_DEFAULT; call this after it, before anything looks
+ * up, to change it. What was learned is forgotten. Learning keeps
+ * NL_ROUTE_POSITIONS positions (a parent route and where its segment is) and
+ * their values in tables preallocated here; a position that finds no room
+ * has the static rules only. Allocates; not thread-safe. Returns 0, or -1
+ * when memory ran out (then no learning). */
+int nl_route_set_segment_limit(unsigned limit);
 
 /* Parses a mode name, "template", "path", "wildcard" or "unset" in any
  * case: 0 and *out set, or -1 when s is none of them. */

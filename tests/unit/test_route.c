@@ -325,6 +325,12 @@ Test(route, parse_mode)
 
 /* ---- identifiers ---------------------------------------------------------------- */
 
+static void configure_limit(enum nl_route_unmatched mode, unsigned limit)
+{
+	cr_assert_eq(nl_route_configure(NULL, mode, NL_ROUTE_CAP_MAX, NULL), 0);
+	cr_assert_eq(nl_route_set_segment_limit(limit), 0);
+}
+
 static void assert_segment(const char *seg, bool identifier)
 {
 	char target[128], want[128];
@@ -335,7 +341,8 @@ static void assert_segment(const char *seg, bool identifier)
 
 Test(route, identifiers)
 {
-	configure(NULL, NL_ROUTE_TEMPLATE);
+	/* The static rules alone: many words under one parent. */
+	configure_limit(NL_ROUTE_TEMPLATE, 0);
 	static const char *const ids[] = {
 		"0", "42", "1234567890123", "2024-01-31", "1.2.3", "10.0.0.1", "-1",
 		UUID, "6F1C2D3E-9A8B-4C7D-8E9F-0A1B2C3D4E5F", "aaaaaaaa-bbbb-cccc-dddd-eeeeeeeeeeee",
@@ -344,13 +351,14 @@ Test(route, identifiers)
 		"sk-proj-abc12345", "hello%20world", "caf%C3%A9", "user@example.com", "a:b", "a+b", "a=b",
 		"a,b", "a;b", "{id}", "*", "\xc3\xa9t\xc3\xa9", "a\x7f", "a\tb",
 		"aBcDeFgHiJkLmNoP", "dGhpcyBpcyBhIHRva2Vu", "thisisaverylongsegmentwithnodigit",
+		"abcdef1", "abc123",
 	};
 	for (size_t i = 0; i < sizeof ids / sizeof ids[0]; i++)
 		assert_segment(ids[i], true);
 	static const char *const words[] = {
 		"v1", "v2", "api", "users", "chat", "completions", "sha256", "h100", "v1beta1", "x86",
 		"training-token-capture", "aggregate_metrics", "getUserProfileSettings", "HelloWorldFooBar",
-		"deadbeef", "deadbeefcafebabe", "abcdef1", "abc123", "abcdefghijklmn1", "README.md", "~user",
+		"deadbeef", "deadbeefcafebabe", "abcdefghijklmn1", "README.md", "~user",
 		"a-b_c.d", "..", ".", "-", "ALLCAPSWORDSHERE", "thisisalongsegmentwithnodigit",
 	};
 	for (size_t i = 0; i < sizeof words / sizeof words[0]; i++)
@@ -586,4 +594,207 @@ Test(route, threads_agree_on_ids)
 	/* Every id went to a path: an insertion that lost the race for the last
 	 * id takes none. */
 	cr_assert_eq(distinct, dynamic);
+}
+
+/* ---- tokens inside a segment -------------------------------------------------- */
+
+Test(route, identifier_tokens)
+{
+	/* The static rules alone: many words under one parent. */
+	configure_limit(NL_ROUTE_TEMPLATE, 0);
+	/* One rule each: a number of two digits or more; 6+ hex with a digit; a
+	 * UUID, a ULID; letters and digits with 4+ digits or 16+ characters. */
+	static const char *const ids[] = {
+		"run-2026-11-03-k2", "27-eced8ded", "1-c3baea9e", "item_42", "v1.10", "x86_64", "page-10",
+		"24ede6a", "eced8ded", "0a1b2c", "ABC123", "build-9f8e7d", "sha-1a2b3c4d",
+		"order-" UUID, "01ARZ3NDEKTSV4RRFFQ69G5FAV", "01arz3ndektsv4rrffq69g5fav", "job~user1234",
+		"a1b2c3d4e5f6g7h8", "report.2026", "k2-1234",
+	};
+	for (size_t i = 0; i < sizeof ids / sizeof ids[0]; i++)
+		assert_segment(ids[i], true);
+	/* Versions, sizes, short hashes of fewer than 6 hex, hex without a digit. */
+	static const char *const words[] = {
+		"v1", "v2beta1", "h100", "gpt-4o", "llama-3-8b", "training-token-capture", "gpt-4o-mini",
+		"meta-llama-3.1-8b-instruct", "qwen2.5-7b", "a1-b2-c3-d4", "abc12", "face-off", "decade",
+		"v1_2", "e2e", "x86", "k3j9x2", "s3", "ipv6",
+	};
+	for (size_t i = 0; i < sizeof words / sizeof words[0]; i++)
+		assert_segment(words[i], false);
+}
+
+/* ---- learned positions ---------------------------------------------------------- */
+
+static const char *const NAMES[] = {
+	"alice", "bob", "carol", "dave", "erin", "frank", "grace", "heidi", "ivan", "judy",
+	"mallory", "niaj", "olivia", "peggy", "rupert", "sybil", "trent", "victor", "walter", "zoe",
+};
+
+Test(route, a_position_past_the_limit_is_a_parameter)
+{
+	configure(NULL, NL_ROUTE_TEMPLATE);
+	char t[64], want[64];
+	/* The first 10 distinct values keep their routes, also when seen again. */
+	for (int round = 0; round < 2; round++)
+		for (int i = 0; i < 10; i++) {
+			snprintf(t, sizeof t, "/items/%s", NAMES[i]);
+			cr_assert_str_eq(route(t), t);
+		}
+	/* The 11th and every later new value is {id}, again and again. */
+	for (int round = 0; round < 2; round++)
+		for (int i = 10; i < 20; i++) {
+			snprintf(t, sizeof t, "/items/%s?x=1", NAMES[i]);
+			cr_assert_str_eq(route(t), "/items/{id}", "%s", t);
+		}
+	cr_assert_str_eq(route("/items/alice"), "/items/alice");
+	/* What the static rules make {id} does not count. */
+	cr_assert_str_eq(route("/things/42"), "/things/{id}");
+	/* Deeper positions hang under the route so far. */
+	for (int i = 0; i < 20; i++) {
+		snprintf(t, sizeof t, "/items/%s/orders", NAMES[i]);
+		snprintf(want, sizeof want, "/items/%s/orders", i < 10 ? NAMES[i] : "{id}");
+		cr_assert_str_eq(route(t), want);
+	}
+	cr_assert_str_eq(route("/items/zoe/orders/" UUID), "/items/{id}/orders/{id}");
+}
+
+Test(route, the_limit_is_per_parent)
+{
+	configure(NULL, NL_ROUTE_TEMPLATE);
+	char t[64], want[64];
+	/* 10 values under each of /a/x and /a/y, and 10 children of /b: all kept. */
+	for (int i = 0; i < 10; i++) {
+		snprintf(t, sizeof t, "/a/x/%s", NAMES[i]);
+		cr_assert_str_eq(route(t), t);
+		snprintf(t, sizeof t, "/a/y/%s", NAMES[i + 10]);
+		cr_assert_str_eq(route(t), t);
+		snprintf(t, sizeof t, "/b/%s/leaf", NAMES[i]);
+		cr_assert_str_eq(route(t), t);
+	}
+	/* The 11th under /a/x only. */
+	cr_assert_str_eq(route("/a/x/zed"), "/a/x/{id}");
+	cr_assert_str_eq(route("/a/y/alice"), "/a/y/{id}");
+	cr_assert_str_eq(route("/a/z/alice"), "/a/z/alice");
+	snprintf(want, sizeof want, "/b/{id}/leaf");
+	cr_assert_str_eq(route("/b/zed/leaf"), want);
+	/* A trailing slash is an empty segment, which stays: not a value. */
+	cr_assert_str_eq(route("/a/x/"), "/a/x/");
+	/* Fixed paths under a few parents stay exactly as they are. */
+	static const char *const fixed[] = { "/health", "/metrics", "/v1/models", "/api/v2/status", "/docs",
+					     "/openapi.json" };
+	for (size_t i = 0; i < sizeof fixed / sizeof fixed[0]; i++)
+		cr_assert_str_eq(route(fixed[i]), fixed[i]);
+	/* The root has now shown a, b, health, metrics, v1, api, docs,
+	 * openapi.json: two more are kept, then new ones are {id}. */
+	cr_assert_str_eq(route("/c"), "/c");
+	cr_assert_str_eq(route("/d/e"), "/d/e");
+	cr_assert_str_eq(route("/f/e"), "/{id}/e");
+	cr_assert_str_eq(route("/health"), "/health");
+	cr_assert_str_eq(route("/v1/models"), "/v1/models");
+}
+
+Test(route, the_limit_is_configurable)
+{
+	configure_limit(NL_ROUTE_TEMPLATE, 2);
+	cr_assert_str_eq(route("/u/alice"), "/u/alice");
+	cr_assert_str_eq(route("/u/bob"), "/u/bob");
+	cr_assert_str_eq(route("/u/carol"), "/u/{id}");
+	/* 0: the static rules alone. */
+	configure_limit(NL_ROUTE_TEMPLATE, 0);
+	char t[64];
+	for (int i = 0; i < 20; i++) {
+		snprintf(t, sizeof t, "/u/%s", NAMES[i]);
+		cr_assert_str_eq(route(t), t);
+	}
+	/* Other modes do not learn. */
+	configure(NULL, NL_ROUTE_WILDCARD);
+	for (int i = 0; i < 20; i++) {
+		snprintf(t, sizeof t, "/%s/x", NAMES[i]);
+		snprintf(t + 40, 24, "/%s/*", NAMES[i]);
+		cr_assert_str_eq(route(t), t + 40);
+	}
+	configure(NULL, NL_ROUTE_PATH);
+	for (int i = 0; i < 20; i++) {
+		snprintf(t, sizeof t, "/u/%s", NAMES[i]);
+		cr_assert_str_eq(route(t), t);
+	}
+	/* Templates are matched before anything is learned. */
+	configure("/u/{name}", NL_ROUTE_TEMPLATE);
+	for (int i = 0; i < 20; i++) {
+		snprintf(t, sizeof t, "/u/%s", NAMES[i]);
+		cr_assert_str_eq(route(t), "/u/{name}");
+	}
+	configure(NULL, NL_ROUTE_TEMPLATE);
+	for (int i = 0; i < 20; i++) {
+		snprintf(t, sizeof t, "/run/%s", NAMES[i]);
+		cr_assert_str_eq(route(t), i < 10 ? t : "/run/{id}");
+	}
+	cr_assert_str_eq(route("/run"), "/run");
+	/* A cut-off segment is not a value. */
+	for (int i = 0; i < 20; i++) {
+		snprintf(t, sizeof t, "/cut/%s", NAMES[i]);
+		cr_assert_str_eq(route_cut(t, true), "/cut/*");
+	}
+	cr_assert_str_eq(route("/cut/x"), "/cut/x");
+}
+
+Test(route, full_tables_leave_the_static_rules)
+{
+	/* With a limit of 2, each position keeps x and y and makes z {id}: the
+	 * 3^8 paths of 8 segments from x, y, z meet 3280 parents, more than the
+	 * table holds. */
+	configure_limit(NL_ROUTE_TEMPLATE, 2);
+	char t[64];
+	for (int k = 0; k < 6561; k++) {
+		size_t n = 0;
+		for (int d = 0, v = k; d < 8; d++, v /= 3)
+			n += (size_t)snprintf(t + n, sizeof t - n, "/%c", "xyz"[v % 3]);
+		cr_assert_neq(id_of(t), NL_ROUTE_OVERFLOW);
+	}
+	cr_assert_str_eq(route("/x/y/z/x/y/z/x/y"), "/x/y/{id}/x/y/{id}/x/y");
+	/* A new parent finds no room: its values stay what the static rules
+	 * make of them, past the limit. */
+	for (int i = 0; i < 20; i++) {
+		snprintf(t, sizeof t, "/x/x/x/x/x/x/x/x/%s", NAMES[i]);
+		cr_assert_str_eq(route(t), t);
+	}
+	cr_assert_str_eq(route("/x/x/x/x/x/x/x/x/42"), "/x/x/x/x/x/x/x/x/{id}");
+	/* Known positions still learn. */
+	cr_assert_str_eq(route("/x/alice"), "/x/{id}");
+	cr_assert_str_eq(route("/x/y"), "/x/y");
+}
+
+#define LEARN_THREADS 4
+static int learn_ids[LEARN_THREADS][200];
+
+static void *learn_all(void *arg)
+{
+	int th = (int)(intptr_t)arg;
+	for (int i = 0; i < 200; i++) {
+		int k = (i * 7 + th * 31) % 200;
+		char t[32];
+		snprintf(t, sizeof t, "/m/w%c%c", 'a' + k / 26, 'a' + k % 26);
+		learn_ids[th][k] = nl_route_lookup(t, strlen(t), false);
+	}
+	return NULL;
+}
+
+Test(route, threads_learn_one_limit)
+{
+	configure(NULL, NL_ROUTE_TEMPLATE);
+	pthread_t th[LEARN_THREADS];
+	for (int t = 0; t < LEARN_THREADS; t++)
+		cr_assert_eq(pthread_create(&th[t], NULL, learn_all, (void *)(intptr_t)t), 0);
+	for (int t = 0; t < LEARN_THREADS; t++)
+		pthread_join(th[t], NULL);
+	/* At most 10 raw routes and {id}, whatever the interleaving. */
+	unsigned raw = 0;
+	for (int k = 0; k < 200; k++) {
+		const char *name = nl_route_name(learn_ids[0][k]);
+		cr_assert_not_null(name);
+		if (strcmp(name, "/m/{id}") != 0)
+			raw++;
+	}
+	cr_assert_leq(raw, 10);
+	cr_assert_geq(raw, 9);
+	cr_assert_leq(nl_route_count(), nl_route_template_count() + 12);
 }
