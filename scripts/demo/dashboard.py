@@ -1,16 +1,12 @@
-"""The queries of dashboards/nemolens.json, as a backend is asked them, and
-the same panels as a VictoriaMetrics vmui custom dashboard.
+"""The queries of dashboards/nemolens.json, as a backend is asked them.
 
-    for panel in panels(): panel["row"], panel["title"], panel["unit"], panel["queries"]
+    for panel in panels(): panel["row"], panel["title"], panel["unit"], panel["queries"], panel["legends"]
     variables()      # {name: {"query", "regex"}} of the query-type template variables
-    write_vmui(dir)  # dir/nemolens.json in vmui's format (-vmui.customDashboardsPath=dir)
-
-  /usr/bin/python3 scripts/demo/dashboard.py --vmui DIR
 
 Grafana's variables are set to match everything and its interval macros to a
 fixed window, as the dashboard shows them with every variable on "All". The
-Grafana file is the one definition of the queries: the demo's vmui dashboard
-and the tests (test_dashboard.py, test_vmui_browser.py) are made from it.
+Grafana file is the one definition of the queries: the demo's browser view
+(viewer.py) and the tests (test_dashboard.py, test_viewer_browser.py) read it.
 """
 import json
 import os
@@ -62,36 +58,3 @@ def variables(path=DASHBOARD):
             out[var["name"]] = {"query": substitute(m.group(1) if m else q, dash), "regex": var.get("regex", "")}
     return out
 
-
-# vmui's units are its own: durations in ms/s and bytes are named as such.
-VMUI_UNITS = {"ms": "ms", "s": "s", "bytes": "bytes", "percentunit": "", "ops": "/s", "reqps": "req/s", "short": ""}
-
-
-def vmui(path=DASHBOARD):
-    """The dashboard in vmui's format: rows of panels, each with its queries
-    (variables on "All") and legends."""
-    dash = load(path)
-    rows = []
-    for p in panels(path):
-        if not rows or rows[-1]["title"] != p["row"]:
-            rows.append({"title": p["row"], "panels": []})
-        rows[-1]["panels"].append({
-            "title": p["title"], "description": p["description"], "unit": VMUI_UNITS.get(p["unit"], p["unit"]),
-            "expr": p["queries"], "alias": [re.sub(r"\{\{\s*(\w+)\s*\}\}", r"{{\1}}", legend) for legend in p["legends"]],
-            "showLegend": True, "width": 12 // min(len([q for q in panels(path) if q["row"] == p["row"]]), 4) or 3})
-    return {"title": dash["title"], "filename": "nemolens.json", "rows": rows}
-
-
-def write_vmui(directory, path=DASHBOARD):
-    os.makedirs(directory, exist_ok=True)
-    out = os.path.join(directory, "nemolens.json")
-    with open(out, "w") as f:
-        json.dump(vmui(path), f, indent=1)
-    return out
-
-
-if __name__ == "__main__":
-    import argparse
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--vmui", required=True, help="directory to write vmui's nemolens.json into")
-    print(write_vmui(ap.parse_args().vmui))
