@@ -7,7 +7,10 @@
 # sees there: connections per destination, requests per route with latency
 # percentiles and status mix, and the rollout/verify figures.
 #
-# Run from the repository root:  bash scripts/demo.sh
+# Run from the repository root:  bash scripts/demo.sh [--keep]
+# --keep: leave VictoriaMetrics running afterwards, with a page on loopback that
+#         draws the Grafana dashboard's panels (dashboards/nemolens.json) from
+#         it (scripts/demo/viewer.py); both URLs and how to stop them are printed.
 # Environment: DEMO_REQUESTS (200), DEMO_LIMIT (4), DEMO_CLOSE_RATIO (0.25),
 #              DEMO_GHOST (6), DEMO_SLOW (3), DEMO_CONNECT_TIMEOUT (0.3 s).
 set -euo pipefail
@@ -22,6 +25,14 @@ GHOST=${DEMO_GHOST:-6}
 SLOW=${DEMO_SLOW:-3}
 CONNECT_TIMEOUT=${DEMO_CONNECT_TIMEOUT:-0.3}
 
+KEEP=0
+for arg in "$@"; do
+	case "$arg" in
+	--keep) KEEP=1 ;;
+	*) echo "usage: bash scripts/demo.sh [--keep]" >&2; exit 2 ;;
+	esac
+done
+
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/nemolens-demo.XXXXXX")
 SERVER_PID=""
 source "$ROOT/scripts/victoria.sh"
@@ -35,7 +46,15 @@ cleanup() {
 		kill -KILL "$SERVER_PID" 2>/dev/null || true
 		wait "$SERVER_PID" 2>/dev/null || true
 	fi
-	vm_stop
+	if [ "$KEEP" -eq 1 ] && [ "$rc" -eq 0 ] && [ -n "${VIEWER_URL:-}" ]; then
+		echo
+		echo "kept running: VictoriaMetrics $VM_URL (pid $VM_PID, data in $VM_DIR)"
+		echo "  the dashboard's panels, drawn from it: $VIEWER_URL  (pid $VIEWER_PID)"
+		echo "  stop with: kill $VIEWER_PID $VM_PID; rm -rf $VM_DIR"
+	else
+		[ -n "${VIEWER_PID:-}" ] && kill "$VIEWER_PID" 2>/dev/null
+		vm_stop
+	fi
 	rm -rf "$WORK"
 	exit "$rc"
 }
@@ -69,7 +88,7 @@ step victoria "$VM_URL (pid $VM_PID), OTLP at /opentelemetry/v1/metrics"
 env LD_PRELOAD="$SO" \
 	OTEL_EXPORTER_OTLP_METRICS_ENDPOINT="$VM_OTLP_URL" \
 	OTEL_METRIC_EXPORT_INTERVAL=1000 \
-	OTEL_SERVICE_NAME=demo-servers \
+	OTEL_SERVICE_NAME=demo-servers NEMOLENS_MEMORY_PROFILING=true \
 	"$PY" scripts/demo/server.py --ports 2 --latency-ms 2,30 --full --refused \
 	>"$WORK/server.json" 2>"$WORK/server.log" &
 SERVER_PID=$!
@@ -125,3 +144,15 @@ print(json.dumps({"policy": s.get(sys.argv[1], 0), "judge": s.get(sys.argv[2], 0
 echo
 "$PY" scripts/demo/report.py --vm "$VM_URL" --dests policy,judge,ghost,slow \
 	--accepted "$ACCEPTED" --expected "{\"ghost\": $GHOST, \"slow\": $SLOW}" --client "$WORK/client.json"
+
+# 6. --keep: the dashboard's panels in a browser, from this VictoriaMetrics
+if [ "$KEEP" -eq 1 ]; then
+	setsid "$PY" scripts/demo/viewer.py --vm "$VM_URL" >"$WORK/viewer.json" 2>/dev/null </dev/null &
+	VIEWER_PID=$!
+	for _ in $(seq 100); do
+		[ -s "$WORK/viewer.json" ] && break
+		sleep 0.1
+	done
+	VIEWER_URL=$("$PY" -c 'import json, sys; print(json.load(open(sys.argv[1]))["url"])' "$WORK/viewer.json") ||
+		fail "the dashboard page did not start"
+fi

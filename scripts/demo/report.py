@@ -84,7 +84,9 @@ def main():
     accepted = json.loads(args.accepted)
     expected = dict(json.loads(args.expected), **accepted)
 
-    q_connect = f'sum by ({DEST}) ({{__name__="{CONNECT}"}})'
+    # The client's connections; the servers' own are shown after the table.
+    client = 'service.name="demo-client"'
+    q_connect = f'sum by ({DEST}) ({{__name__="{CONNECT}", {client}}})'
     deadline = time.monotonic() + args.timeout
     t0 = time.monotonic()
     while True:
@@ -95,11 +97,12 @@ def main():
         time.sleep(0.25)
     waited = time.monotonic() - t0
 
-    queued = vm.by(f'sum by ({DEST}, {OUTCOME}) ({{__name__="{QUEUE}_count"}})', DEST, OUTCOME)
-    wsum = vm.by(f'sum by ({DEST}) ({{__name__="{QUEUE}_sum"}})', DEST)
-    wcount = vm.by(f'sum by ({DEST}) ({{__name__="{QUEUE}_count"}})', DEST)
-    p50 = vm.by(f'histogram_quantile(0.5, sum by (le, {DEST}) ({{__name__="{QUEUE}_bucket"}}))', DEST)
-    p99 = vm.by(f'histogram_quantile(0.99, sum by (le, {DEST}) ({{__name__="{QUEUE}_bucket"}}))', DEST)
+    queued = vm.by(f'sum by ({DEST}, {OUTCOME}) ({{__name__="{QUEUE}_count", {client}}})', DEST, OUTCOME)
+    wsum = vm.by(f'sum by ({DEST}) ({{__name__="{QUEUE}_sum", {client}}})', DEST)
+    wcount = vm.by(f'sum by ({DEST}) ({{__name__="{QUEUE}_count", {client}}})', DEST)
+    p50 = vm.by(f'histogram_quantile(0.5, sum by (le, {DEST}) ({{__name__="{QUEUE}_bucket", {client}}}))', DEST)
+    p99 = vm.by(f'histogram_quantile(0.99, sum by (le, {DEST}) ({{__name__="{QUEUE}_bucket", {client}}}))', DEST)
+    servers = vm.by(f'sum by ({DEST}) ({{__name__="{CONNECT}", service.name="demo-servers"}})', DEST)
     names = vm.get("/api/v1/label/__name__/values")["data"]
     names = [n for n in names if n.startswith("gym.")]
     services = vm.by(f'count by (service.name) ({{__name__="{CONNECT}"}})', "service.name")
@@ -124,6 +127,10 @@ def main():
     print("  connects = shim's connect_total; truth = connections the server accepted (policy, judge)")
     print("  or the client's attempts (ghost, slow); queued = non-blocking connects that had to wait;")
     print("  p50/p99 = histogram_quantile over the _bucket series (linear within a bucket)")
+    if servers:
+        print("  the servers' own connections: " + ", ".join(f"{d} {fmt_n(n)}" for d, n in sorted(servers.items())) +
+              " (server.py fills the slow listener's accept queue by connecting to it itself;")
+        print("  the server has no destination rules, so those count as external)")
     bad = [r for r in rows if r[3] == "MISMATCH"]
     if args.client:
         bad += http_report(vm, json.load(open(args.client)), args.timeout)
@@ -154,8 +161,10 @@ def http_report(vm, client, timeout):
         if all(counts.get(k, 0) >= n for k, n in truth.items()) or time.monotonic() > deadline:
             break
         time.sleep(0.25)
-    p50 = vm.by(f'histogram_quantile(0.5, sum by (le, {ROUTE}) ({{__name__="{SERVER}_bucket", {sel}}}))', ROUTE)
-    p99 = vm.by(f'histogram_quantile(0.99, sum by (le, {ROUTE}) ({{__name__="{SERVER}_bucket", {sel}}}))', ROUTE)
+    # Percentiles per row: route, method and status.
+    per = f"le, {ROUTE}, {METHOD}, {STATUS}"
+    p50 = vm.by(f'histogram_quantile(0.5, sum by ({per}) ({{__name__="{SERVER}_bucket", {sel}}}))', ROUTE, METHOD, STATUS)
+    p99 = vm.by(f'histogram_quantile(0.99, sum by ({per}) ({{__name__="{SERVER}_bucket", {sel}}}))', ROUTE, METHOD, STATUS)
     rows, bad = [], []
     for key in sorted(set(counts) | set(truth)):
         route, method, status = key
@@ -164,7 +173,7 @@ def http_report(vm, client, timeout):
         if match == "MISMATCH":
             bad.append(key)
         rows.append([route, method, status, fmt_n(c), fmt_n(t), match,
-                     fmt_ms(p50.get(route, math.nan) * 1000), fmt_ms(p99.get(route, math.nan) * 1000)])
+                     fmt_ms(p50.get(key, math.nan) * 1000), fmt_ms(p99.get(key, math.nan) * 1000)])
     print()
     print("HTTP requests on the servers (http.server.request.duration, derived from the socket bytes):")
     print()
