@@ -99,6 +99,16 @@ class Package(unittest.TestCase):
         paths = [line.split()[5].lstrip(".") for line in listing.splitlines() if len(line.split()) >= 6]
         for want in EXPECTED:
             self.assertTrue(any(p == want or p.startswith(want + ".") for p in paths), f"{want} not in\n{listing}")
+        # Exactly what the install rules install under /usr (including those
+        # added later, e.g. the Python adapter), no more.
+        stage = tempfile.mkdtemp(prefix="nemolens-stage.")
+        self.addCleanup(shutil.rmtree, stage, True)
+        inst = run(["cmake", "--install", BUILD, "--prefix", "/usr"], env=dict(os.environ, DESTDIR=stage))
+        self.assertEqual(inst.returncode, 0, inst.stdout + inst.stderr)
+        staged = {"/" + os.path.relpath(os.path.join(d, f), stage) for d, _, fs in os.walk(stage) for f in fs}
+        packaged = {line.split()[5].lstrip(".") for line in listing.splitlines()
+                    if len(line.split()) >= 6 and not line.startswith("d")}
+        self.assertEqual(packaged, staged)
         # Everything under /usr; nothing that would activate the shim.
         self.assertTrue(all(p == "/" or p.startswith("/usr/") for p in paths), listing)
         self.assertFalse([p for p in paths if "ld.so.preload" in p or p.startswith("/etc")], listing)
