@@ -22,22 +22,25 @@ struct pending {
 	 * reading the response may read it meanwhile. */
 	_Atomic uint32_t request_body;
 	int16_t route;          /* server: route id */
-	uint8_t method;
-	uint8_t minor;          /* the request's HTTP/1.x version */
+	uint8_t method : 7;
+	uint8_t minor : 1;      /* the request's HTTP/1.x version */
+	uint8_t name;           /* server: its server name id + 2 (httpmetrics.h) */
 };
 
 struct nl_httpconn {
 	struct nl_h1 h1;
 	_Atomic uint8_t busy[2];        /* a direction being fed; a second feeder stops parsing */
-	_Atomic uint8_t open;           /* ring slots whose request counts as active */
+	/* Bits 0-3: ring slots whose request is open (reported when it ends);
+	 * bits 4-7: those counted in active_requests (server, from its head on). */
+	_Atomic uint8_t open;
 	uint8_t side;                   /* enum nl_fd_http */
 	_Atomic uint8_t fed;            /* bytes were fed: the parser was set up */
 	uint8_t flags;                  /* NL_HTTPCONN_TLS, NL_HTTPCONN_DEST_BY_NAME */
 	_Atomic int16_t dest;           /* client: destination index */
-	_Atomic int16_t host;           /* client: host id of the Host header, -1 unknown */
+	_Atomic int16_t host;           /* host id of the last Host value (client), its server name id (server) */
 	_Atomic uint16_t port;
 	uint32_t begin_us;              /* request stream: first byte of the request being read */
-	uint32_t host_key;              /* client: host_key() of the last Host value; 0 none */
+	uint32_t host_key;              /* host_key() of the last Host value; 0 none */
 	struct pending slots[NL_H1_PIPELINE];
 };
 
@@ -112,7 +115,8 @@ static inline uint32_t now_us(struct feed *f)
 static __attribute__((noinline)) void finish(struct feed *f, unsigned slot, unsigned status, uint64_t response_body)
 {
 	struct nl_httpconn *c = f->c;
-	if (!(atomic_fetch_and(&c->open, (uint8_t)~(1u << slot)) & (1u << slot)))
+	uint8_t open = atomic_fetch_and(&c->open, (uint8_t)~(0x11u << slot));
+	if (!(open & (1u << slot)))
 		return;
 	struct pending *p = &c->slots[slot];
 	struct nl_http_exchange x = {
@@ -130,7 +134,8 @@ static __attribute__((noinline)) void finish(struct feed *f, unsigned slot, unsi
 	};
 	if (c->side == NL_HTTP_SERVER) {
 		nl_http_server_done(&x);
-		nl_http_server_ended(p->method, x.tls);
+		if (open & (0x10u << slot))
+			nl_http_server_ended(p->method, x.tls, (int)p->name - 2);
 	} else {
 		nl_http_client_done(&x);
 	}
@@ -142,8 +147,8 @@ static __attribute__((noinline)) void drop_open(struct nl_httpconn *c)
 {
 	uint8_t open = atomic_exchange(&c->open, 0);
 	for (unsigned s = 0; s < NL_H1_PIPELINE; s++)
-		if ((open & (1u << s)) && c->side == NL_HTTP_SERVER)
-			nl_http_server_ended(c->slots[s].method, c->flags & NL_HTTPCONN_TLS);
+		if ((open & (0x10u << s)) && c->side == NL_HTTP_SERVER)
+			nl_http_server_ended(c->slots[s].method, c->flags & NL_HTTPCONN_TLS, (int)c->slots[s].name - 2);
 }
 
 /* A client request's Host header: server.address and server.port; over TLS
@@ -206,11 +211,38 @@ static __attribute__((noinline)) void request_line(struct feed *f, const struct 
 	atomic_store_explicit(&p->request_body, 0, memory_order_relaxed);
 	p->minor = (uint8_t)ev->version_minor;
 	p->route = NL_ROUTE_NONE;
-	if (c->side == NL_HTTP_SERVER) {
+	if (c->side == NL_HTTP_SERVER)
 		p->route = (int16_t)nl_http_route(ev->target, ev->target_len, ev->target_truncated);
-		nl_http_server_started(p->method, c->flags & NL_HTTPCONN_TLS);
-	}
 	atomic_fetch_or(&c->open, (uint8_t)(1u << slot));
+}
+
+/* A server request's head: it counts as active from here, in the series of
+ * its method and its Host (http.server_name), found again from the
+ * connection's last Host value when the same. The response may already have
+ * ended it (a server answering before the head is read): then it is not
+ * counted after all. */
+static __attribute__((noinline)) void server_head(struct nl_httpconn *c, unsigned slot, const char *host, size_t n)
+{
+	int name = NL_HTTP_NAME_NONE;
+	if (host) {
+		uint32_t key = host_key(host, n);
+		if (key == c->host_key) {
+			name = atomic_load_explicit(&c->host, memory_order_relaxed);
+		} else {
+			name = nl_http_server_name(host, n);
+			c->host_key = key;
+			atomic_store_explicit(&c->host, (int16_t)name, memory_order_relaxed);
+		}
+	}
+	struct pending *p = &c->slots[slot];
+	bool tls = c->flags & NL_HTTPCONN_TLS;
+	p->name = (uint8_t)(name + 2);
+	if (!nl_http_server_started(p->method, tls, name))
+		return;
+	if (!(atomic_fetch_or(&c->open, (uint8_t)(0x10u << slot)) & (1u << slot))) {
+		atomic_fetch_and(&c->open, (uint8_t)~(0x10u << slot));
+		nl_http_server_ended(p->method, tls, name);
+	}
 }
 
 static void on_event(void *ctx, const struct nl_h1_event *ev)
@@ -225,7 +257,9 @@ static void on_event(void *ctx, const struct nl_h1_event *ev)
 		request_line(f, ev);
 		break;
 	case NL_H1_REQ_HEAD:
-		if (c->side == NL_HTTP_CLIENT && ev->host)
+		if (c->side == NL_HTTP_SERVER)
+			server_head(c, ev->slot % NL_H1_PIPELINE, ev->host, ev->host_len);
+		else if (ev->host)
 			request_host(c, ev->host, ev->host_len);
 		break;
 	case NL_H1_REQ_END:

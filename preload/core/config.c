@@ -469,10 +469,22 @@ static void load_http(struct nl_config *cfg, const struct env *e)
 				p++, n--;
 			if (n == 8 && strncmp(p, "http/dup", 8) == 0)
 				cfg->http_semconv_dup = true;
+			else if (n == 4 && strncmp(p, "http", 4) == 0)
+				cfg->http_semconv_stable = true;
 			p += strcspn(p, ",");
 			if (*p == ',')
 				p++;
 		}
+	}
+	if (cfg->http_semconv_dup)
+		cfg->http_semconv_stable = false;       /* http/dup wins, as OpenTelemetry has it */
+	cfg->http_server_name_limit = 64;
+	if ((v = env_get(e, "NEMOLENS_HTTP_SERVER_NAME_LIMIT"))) {
+		long n;
+		if (nl_parse_ms(v, &n) == 0 && n >= 1 && n <= 250)
+			cfg->http_server_name_limit = n;
+		else
+			invalid("NEMOLENS_HTTP_SERVER_NAME_LIMIT", v, "a number from 1 to 250");
 	}
 	cfg->http_known_methods = env_dup(e, "OTEL_INSTRUMENTATION_HTTP_KNOWN_METHODS");
 	static const char *const gym[] = { "NEMOLENS_GYM_ENDPOINTS", NULL };

@@ -61,6 +61,8 @@ struct nl_config {
 	long http_route_cap;            /* NEMOLENS_HTTP_ROUTE_LIMIT */
 	long http_route_segment_limit;  /* NEMOLENS_HTTP_ROUTE_SEGMENT_LIMIT; 0: no learning */
 	bool http_semconv_dup;          /* OTEL_SEMCONV_STABILITY_OPT_IN has http/dup */
+	bool http_semconv_stable;       /* it has http and not http/dup: stable attributes alone */
+	long http_server_name_limit;    /* NEMOLENS_HTTP_SERVER_NAME_LIMIT */
 	char *http_known_methods;       /* OTEL_INSTRUMENTATION_HTTP_KNOWN_METHODS, raw */
 	bool gym_endpoints;             /* NEMOLENS_GYM_ENDPOINTS */
 	char *gym_rollout_route;        /* NEMOLENS_GYM_ROLLOUT_ROUTE, default /run */

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "dest.h"
+#include "h1.h"
 #include "instruments.h"
 #include "log.h"
 #include "registry.h"
@@ -14,6 +15,7 @@
 bool nl_http_server_on, nl_http_client_on;
 
 static bool semconv_dup;
+static bool gym_attrs;          /* active requests carry Gym's attributes too */
 static bool gym_on;
 
 /* ---- methods ---------------------------------------------------------------- */
@@ -212,6 +214,81 @@ int nl_http_host(const char *host, size_t n, unsigned *port)
 	return -1;
 }
 
+/* ---- server names (server side: http.server_name) ---------------------------- */
+
+/* The Host values requests arrived with, as sent (host and port, case kept),
+ * interned up to name_limit of them: open addressing over slots claimed with
+ * one CAS, written once, never freed. state: 0 free, 1 being written, 2 +
+ * id ready, NAME_DEAD claimed past the limit by a racing insertion. */
+#define NAME_SLOTS 512          /* >= 2 * NL_HTTP_SERVER_NAMES_MAX */
+#define NAME_DEAD 0xFFFFFFFFu
+#define NAME_SPINS 1024
+struct server_name {
+	_Atomic uint32_t state;
+	uint32_t len;
+	char text[NL_H1_HOST_MAX + 1];
+};
+static struct server_name name_slots[NAME_SLOTS];
+static const char *name_text[NL_HTTP_SERVER_NAMES_MAX];
+static _Atomic unsigned n_names;
+static unsigned name_limit = 64;
+
+static inline void cpu_relax(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+	__builtin_ia32_pause();
+#elif defined(__aarch64__)
+	__asm__ __volatile__("yield");
+#endif
+}
+
+int nl_http_server_name(const char *host, size_t n)
+{
+	if (!host || n == 0 || n > NL_H1_HOST_MAX)
+		return NL_HTTP_NAME_NONE;
+	uint32_t h = 2166136261u;
+	for (size_t i = 0; i < n; i++) {
+		unsigned char c = (unsigned char)host[i];
+		if (c <= 0x20 || c >= 0x7F)
+			return NL_HTTP_NAME_NONE;   /* not text an attribute can carry as is */
+		h = (h ^ c) * 16777619u;
+	}
+	for (unsigned probe = 0; probe < NAME_SLOTS; probe++) {
+		struct server_name *e = &name_slots[(h + probe) % NAME_SLOTS];
+		uint32_t st = atomic_load_explicit(&e->state, memory_order_acquire);
+		if (st == 0) {
+			if (atomic_load_explicit(&n_names, memory_order_relaxed) >= name_limit)
+				return NL_HTTP_NAME_OVERFLOW;
+			if (atomic_compare_exchange_strong_explicit(&e->state, &st, 1, memory_order_acquire,
+								    memory_order_acquire)) {
+				unsigned id = atomic_fetch_add_explicit(&n_names, 1, memory_order_relaxed);
+				if (id >= name_limit) {
+					atomic_store_explicit(&e->state, NAME_DEAD, memory_order_release);
+					return NL_HTTP_NAME_OVERFLOW;
+				}
+				memcpy(e->text, host, n);
+				e->text[n] = 0;
+				e->len = (uint32_t)n;
+				name_text[id] = e->text;
+				atomic_store_explicit(&e->state, 2 + id, memory_order_release);
+				return (int)id;
+			}
+			/* Lost the slot: st is what is there now. */
+		}
+		/* Being written: it may be this very name; wait a bounded while
+		 * (the writer may be the code a signal handler interrupted). */
+		for (int spin = 0; st == 1; spin++) {
+			if (spin == NAME_SPINS)
+				return NL_HTTP_NAME_OVERFLOW;
+			cpu_relax();
+			st = atomic_load_explicit(&e->state, memory_order_acquire);
+		}
+		if (st != NAME_DEAD && e->len == n && memcmp(e->text, host, n) == 0)
+			return (int)(st - 2);
+	}
+	return NL_HTTP_NAME_OVERFLOW;
+}
+
 /* ---- series by attribute combination ---------------------------------------- */
 
 /* A combination packed in 64 bits (never 0): side, method, status, version,
@@ -227,7 +304,9 @@ static struct cell cells[CELLS];
 
 static struct nl_instrument *i_server, *i_active, *i_req_body, *i_resp_body, *i_client, *i_server_old;
 static struct nl_instrument *i_rollout, *i_verify, *i_success;
-static struct nl_series *s_active[2][NL_HTTP_METHODS_MAX + 1];   /* by TLS, method */
+static struct nl_series *s_active[2][NL_HTTP_METHODS_MAX + 1];   /* by TLS, method; no server name */
+/* With a server name: made on first use, 0 none yet, 1 being made. */
+static _Atomic uintptr_t s_active_named[2][NL_HTTP_METHODS_MAX + 1][NL_HTTP_SERVER_NAMES_MAX];
 static struct nl_series *s_rollout, *s_verify, *s_success;
 static int route_rollout = NL_ROUTE_NONE, route_verify = NL_ROUTE_NONE;
 static _Atomic uint64_t verify_all, verify_completed;
@@ -351,17 +430,66 @@ static struct nl_series *series_of(struct cell *c, int which, struct nl_instrume
 
 /* ---- recording ------------------------------------------------------------- */
 
-void nl_http_server_started(unsigned method, bool tls)
+/* The attributes of an active request's series: the stable set, then Gym's
+ * (unless OTEL_SEMCONV_STABILITY_OPT_IN=http), then http.scheme for http/dup. */
+static size_t active_attrs(unsigned m, bool tls, const char *name, struct nl_attr *a)
 {
-	nl_runtime_kick();   /* a server that never connects has to start the exporter too */
-	if (s_active[tls][method])
-		nl_updown_add(s_active[tls][method], 1);
+	size_t n = 0;
+	a[n++] = NL_ATTR_S("http.request.method", methods[m]);
+	a[n++] = NL_ATTR_S("url.scheme", scheme_text(tls));
+	if (gym_attrs) {
+		a[n++] = NL_ATTR_S("http.method", methods[m]);
+		if (name)
+			a[n++] = NL_ATTR_S("http.server_name", name);
+	}
+	if (semconv_dup)
+		a[n++] = NL_ATTR_S("http.scheme", scheme_text(tls));
+	return n;
 }
 
-void nl_http_server_ended(unsigned method, bool tls)
+/* The series an active request counts in; NULL when another thread is still
+ * making it (the request is then not counted, neither way). */
+static struct nl_series *active_series(unsigned method, bool tls, int name)
 {
-	if (s_active[tls][method])
-		nl_updown_add(s_active[tls][method], -1);
+	if (name == NL_HTTP_NAME_OVERFLOW)
+		return i_active ? nl_instrument_overflow(i_active) : NULL;
+	if (name < 0 || !gym_attrs)
+		return s_active[tls][method];
+	_Atomic uintptr_t *slot = &s_active_named[tls][method][name];
+	uintptr_t v = atomic_load_explicit(slot, memory_order_acquire);
+	if (v > 1)
+		return (struct nl_series *)v;
+	if (v == 0 && atomic_compare_exchange_strong(slot, &v, 1)) {
+		struct nl_attr a[NL_MAX_ATTRS];
+		size_t n = active_attrs(method, tls, name_text[name], a);
+		struct nl_series *s = nl_series_add_static(i_active, a, n);
+		atomic_store_explicit(slot, (uintptr_t)s, memory_order_release);
+		return s;
+	}
+	for (int spin = 0; spin < NAME_SPINS; spin++) {
+		v = atomic_load_explicit(slot, memory_order_acquire);
+		if (v > 1)
+			return (struct nl_series *)v;
+		cpu_relax();
+	}
+	return NULL;
+}
+
+bool nl_http_server_started(unsigned method, bool tls, int name)
+{
+	nl_runtime_kick();   /* a server that never connects has to start the exporter too */
+	struct nl_series *s = active_series(method, tls, name);
+	if (!s)
+		return false;
+	nl_updown_add(s, 1);
+	return true;
+}
+
+void nl_http_server_ended(unsigned method, bool tls, int name)
+{
+	struct nl_series *s = active_series(method, tls, name);
+	if (s)
+		nl_updown_add(s, -1);
 }
 
 void nl_http_server_done(const struct nl_http_exchange *x)
@@ -416,13 +544,17 @@ void nl_httpmetrics_init(const struct nl_config *cfg)
 	for (unsigned i = 0; i < 1000; i++)
 		snprintf(status_text[i], sizeof status_text[i], "%03u", i);
 	semconv_dup = cfg->http_semconv_dup;
+	gym_attrs = !cfg->http_semconv_stable;
+	name_limit = cfg->http_server_name_limit < 1 ? 1
+		     : cfg->http_server_name_limit > NL_HTTP_SERVER_NAMES_MAX ? NL_HTTP_SERVER_NAMES_MAX
+									   : (unsigned)cfg->http_server_name_limit;
 	for (size_t i = 0; i < ROUTE_CACHE; i++)
 		atomic_store(&route_cache[i], 0);
 	nl_route_configure(cfg->http_routes, (enum nl_route_unmatched)cfg->http_route_unmatched,
 			   (unsigned)cfg->http_route_cap, route_warning);
 	nl_route_set_segment_limit((unsigned)cfg->http_route_segment_limit);
 	/* Room for the series hooks create: every combination, three series each. */
-	nl_registry_reserve_static(CELLS * 3);
+	nl_registry_reserve_static(CELLS * 3 + 4 * NL_HTTP_SERVER_NAMES_MAX);
 	i_server = nl_inst(NL_I_HTTP_SERVER_DURATION);
 	i_active = nl_inst(NL_I_HTTP_SERVER_ACTIVE);
 	i_req_body = nl_inst(NL_I_HTTP_SERVER_REQUEST_BODY);
@@ -440,11 +572,8 @@ void nl_httpmetrics_init(const struct nl_config *cfg)
 		/* A series is exported once it has a value: a program without TLS
 		 * exports no https ones. */
 		for (int tls = 0; tls < 2; tls++) {
-			struct nl_attr a[4] = { NL_ATTR_S("http.request.method", methods[m]),
-						NL_ATTR_S("url.scheme", scheme_text(tls)),
-						NL_ATTR_S("http.method", methods[m]),
-						NL_ATTR_S("http.scheme", scheme_text(tls)) };
-			s_active[tls][m] = nl_series_get(i_active, a, semconv_dup ? 4 : 2);
+			struct nl_attr a[NL_MAX_ATTRS];
+			s_active[tls][m] = nl_series_get(i_active, a, active_attrs(m, tls, NULL, a));
 		}
 	}
 	gym_on = cfg->gym_endpoints && cfg->http_server;

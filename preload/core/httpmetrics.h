@@ -32,10 +32,24 @@ int nl_http_route(const char *target, size_t n, bool truncated);
  * when the table of hosts is full. */
 int nl_http_host(const char *host, size_t n, unsigned *port);
 
-/* A request was read (server) and is now in flight / was answered or
- * dropped; tls: it came over TLS (url.scheme "https"). */
-void nl_http_server_started(unsigned method, bool tls);
-void nl_http_server_ended(unsigned method, bool tls);
+#define NL_HTTP_SERVER_NAMES_MAX 250     /* NEMOLENS_HTTP_SERVER_NAME_LIMIT at most */
+#define NL_HTTP_NAME_NONE (-1)          /* no Host: no http.server_name */
+#define NL_HTTP_NAME_OVERFLOW (-2)      /* past the limit: the overflow series */
+
+/* The id of a request's Host value as the server received it (n bytes,
+ * host and port as sent; a name of its own per spelling), interned up to
+ * NEMOLENS_HTTP_SERVER_NAME_LIMIT values; NL_HTTP_NAME_OVERFLOW past them,
+ * NL_HTTP_NAME_NONE for no Host (NULL), an empty one, or one with a byte
+ * outside '!'..'~'. */
+int nl_http_server_name(const char *host, size_t n);
+
+/* A request's head was read (server) and it is now in flight / was answered
+ * or dropped; tls: it came over TLS (url.scheme "https"); name: its server
+ * name id. started returns whether the request was counted (a series another
+ * thread is still making: not counted); only a counted request is ended,
+ * with the same arguments. */
+bool nl_http_server_started(unsigned method, bool tls, int name);
+void nl_http_server_ended(unsigned method, bool tls, int name);
 
 /* One finished exchange. status 0 means the connection ended before a
  * complete response (error.type connection_closed). */

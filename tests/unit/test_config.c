@@ -113,6 +113,7 @@ static const char *const ALL_VARS[] = {
 	"NEMOLENS_HTTP_ROUTE_UNMATCHED",
 	"NEMOLENS_HTTP_ROUTE_LIMIT",
 	"NEMOLENS_HTTP_ROUTE_SEGMENT_LIMIT",
+	"NEMOLENS_HTTP_SERVER_NAME_LIMIT",
 	"OTEL_SEMCONV_STABILITY_OPT_IN",
 	"OTEL_INSTRUMENTATION_HTTP_KNOWN_METHODS",
 	"NEMOLENS_GYM_ENDPOINTS",
@@ -293,7 +294,9 @@ Test(config, http_defaults_and_values)
 	cr_assert_eq(c.http_route_unmatched, NL_ROUTE_TEMPLATE);
 	cr_assert_eq(c.http_route_cap, 256);
 	cr_assert_eq(c.http_route_segment_limit, 10);
+	cr_assert_eq(c.http_server_name_limit, 64);
 	cr_assert_not(c.http_semconv_dup);
+	cr_assert_not(c.http_semconv_stable, "Gym's attributes by default");
 	cr_assert(c.gym_endpoints);
 	cr_assert_str_eq(c.gym_rollout_route, "/run");
 	cr_assert_str_eq(c.gym_verify_route, "/verify");
@@ -302,6 +305,7 @@ Test(config, http_defaults_and_values)
 	env_set("NEMOLENS_HTTP", "server");
 	env_set("NEMOLENS_HTTP_ROUTE_UNMATCHED", "path");
 	env_set("NEMOLENS_HTTP_ROUTE_SEGMENT_LIMIT", "0");
+	env_set("NEMOLENS_HTTP_SERVER_NAME_LIMIT", "250");
 	env_set("OTEL_SEMCONV_STABILITY_OPT_IN", "database, http/dup");
 	env_set("NEMOLENS_GYM_ENDPOINTS", "false");
 	env_set("NEMOLENS_GYM_VERIFY_ROUTE", "/check");
@@ -310,7 +314,9 @@ Test(config, http_defaults_and_values)
 	cr_assert_not(c.http_client);
 	cr_assert_eq(c.http_route_unmatched, NL_ROUTE_PATH);
 	cr_assert_eq(c.http_route_segment_limit, 0);
+	cr_assert_eq(c.http_server_name_limit, 250);
 	cr_assert(c.http_semconv_dup);
+	cr_assert_not(c.http_semconv_stable);
 	cr_assert_not(c.gym_endpoints);
 	cr_assert_str_eq(c.gym_verify_route, "/check");
 	nl_config_free(&c);
@@ -318,12 +324,21 @@ Test(config, http_defaults_and_values)
 	env_set("NEMOLENS_HTTP", "sometimes");
 	env_set("NEMOLENS_HTTP_ROUTE_UNMATCHED", "regex");
 	env_set("NEMOLENS_HTTP_ROUTE_SEGMENT_LIMIT", "101");
+	env_set("NEMOLENS_HTTP_SERVER_NAME_LIMIT", "0");
 	env_set("OTEL_SEMCONV_STABILITY_OPT_IN", "http");
 	load(&c);
 	cr_assert(c.http_server && c.http_client, "an invalid NEMOLENS_HTTP keeps the default");
 	cr_assert_eq(c.http_route_unmatched, NL_ROUTE_TEMPLATE);
 	cr_assert_eq(c.http_route_segment_limit, 10, "an invalid limit keeps the default");
 	cr_assert_not(c.http_semconv_dup, "only http/dup adds the old names");
+	cr_assert(c.http_semconv_stable, "http: the stable attributes alone");
+	cr_assert_eq(c.http_server_name_limit, 64, "an invalid limit keeps the default");
+	nl_config_free(&c);
+
+	env_set("OTEL_SEMCONV_STABILITY_OPT_IN", "http,http/dup");
+	load(&c);
+	cr_assert(c.http_semconv_dup);
+	cr_assert_not(c.http_semconv_stable, "http/dup wins over http");
 	nl_config_free(&c);
 }
 
