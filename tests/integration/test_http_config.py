@@ -8,7 +8,8 @@ client, and a urllib client (a connection per request) under the shim:
   templating of unmatched paths (query dropped, ids -> {id}); NeMo Gym's
   built-in routes.
 - NEMOLENS_HTTP_ROUTE_UNMATCHED=path / unset / wildcard.
-- OTEL_SEMCONV_STABILITY_OPT_IN=http/dup: the old names as well.
+- OTEL_SEMCONV_STABILITY_OPT_IN=http/dup: the old names as well; =http: the stable attributes alone
+  (by default active requests carry Gym's http.method and http.server_name too).
 - NEMOLENS_GYM_ENDPOINTS=false: no gym.* from /run and /verify (and the default does).
 """
 import json
@@ -172,14 +173,31 @@ class HttpConfig(harness.ShimTestCase):
             a = attrs(p)
             self.assertEqual((a.get(hc.SCHEME), a.get(hc.OLD_SCHEME)), ("http", "http"), a)
             self.assertEqual(a.get(hc.METHOD), a.get(hc.OLD_METHOD), a)
+            self.assertRegex(a.get(hc.SERVER_NAME), r"^127\.0\.0\.1:\d+$")
             self.assertEqual(hc.value(p), 0)
 
     def test_semconv_default_has_no_old_names(self):
+        # ...but active requests carry Gym's attributes (http.method, http.server_name) too
         reqs, _ = self.serve([("GET", "/users/1")])
         self.assertEqual(hc.counts_by(reqs, hc.SERVER_DURATION, hc.ROUTE), {("/users/{id}",): 1}, hc.summary(reqs))
         self.assertEqual(hc.points_in(reqs, hc.OLD_SERVER_DURATION), [])
+        active = hc.latest(reqs, hc.SERVER_ACTIVE)
+        self.assertTrue(active, hc.summary(reqs))
+        for _, _, p in active:
+            a = attrs(p)
+            self.assertEqual(set(a), {hc.METHOD, hc.SCHEME, hc.OLD_METHOD, hc.SERVER_NAME}, a)
+            self.assertEqual(a[hc.OLD_METHOD], a[hc.METHOD])
+            self.assertRegex(a[hc.SERVER_NAME], r"^127\.0\.0\.1:\d+$")    # the Host the client sent
+
+    def test_semconv_http_stable_only(self):
+        reqs, _ = self.serve([("GET", "/users/1"), ("POST", "/run", "{}")], OTEL_SEMCONV_STABILITY_OPT_IN="http")
+        self.assertEqual(hc.counts_by(reqs, hc.SERVER_DURATION, hc.ROUTE), {("/users/{id}",): 1, ("/run",): 1},
+                         hc.summary(reqs))
+        self.assertEqual(hc.points_in(reqs, hc.OLD_SERVER_DURATION), [])
+        got = hc.values_by(reqs, hc.SERVER_ACTIVE, hc.METHOD, hc.SCHEME)
+        self.assertEqual(got, {("GET", "http"): 0, ("POST", "http"): 0}, hc.summary(reqs))
         for _, _, p in hc.points_in(reqs, hc.SERVER_ACTIVE):
-            self.assertNotIn(hc.OLD_METHOD, attrs(p))
+            self.assertEqual(set(attrs(p)), {hc.METHOD, hc.SCHEME}, attrs(p))
 
     # ---- NeMo Gym endpoints ----------------------------------------------------------
     GYM_TRAFFIC = [("POST", "/run", '{"x": 1}'), ("POST", "/run", "{}"), ("POST", "/verify", "{}"),

@@ -47,6 +47,8 @@ OLD_STATUS = "http.status_code"
 OLD_TARGET = "http.target"
 OLD_SCHEME = "http.scheme"
 OLD_FLAVOR = "http.flavor"
+SERVER_NAME = "http.server_name"       # active requests: the Host the server received (Gym's table)
+OVERFLOW = "otel.metric.overflow"
 
 DURATION_BOUNDS = [0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.25, 0.5, 0.75, 1, 2.5, 5, 7.5, 10]
 GYM_BOUNDS = [100, 250, 500, 1000, 2500, 5000, 10000, 30000, 60000, 120000, 300000, 600000, 1200000, 1800000,
