@@ -1,6 +1,7 @@
 """The demo's Gym-shaped workload, for tests that need a backend full of it.
 
-    w = GymWorkload(vm)      # vm: a victoria.Victoria
+    w = GymWorkload(vm)      # vm: a victoria.Victoria; launcher="/usr/bin/nemolens-run"
+                             # starts each side with it instead of LD_PRELOAD
     w.run()                  # servers and client under the shim, until ingested
     w.stop()                 # also at interpreter exit
 
@@ -26,11 +27,11 @@ DEMO = os.path.join(harness.SRC, "scripts", "demo")
 
 
 class GymWorkload:
-    def __init__(self, vm, requests=120, limit=4, shim=None):
+    def __init__(self, vm, requests=120, limit=4, launcher=None):
         self.vm = vm
+        self.launcher = [launcher] if launcher else []
         self.requests = requests
         self.limit = limit
-        self.shim = shim or os.path.abspath(harness.SO)
         self.dir = tempfile.mkdtemp(prefix="nemolens-gym.")
         self.server = None
         self.files = []
@@ -40,7 +41,8 @@ class GymWorkload:
     def env(self, service, **extra):
         env = harness.shim_env(OTEL_EXPORTER_OTLP_METRICS_ENDPOINT=self.vm.otlp_url,
                                OTEL_METRIC_EXPORT_INTERVAL=1000, OTEL_SERVICE_NAME=service, **extra)
-        env["LD_PRELOAD"] = env["LD_PRELOAD"].replace(os.path.abspath(harness.SO), self.shim)
+        if self.launcher:
+            del env["LD_PRELOAD"]
         return env
 
     def start_servers(self):
@@ -48,7 +50,7 @@ class GymWorkload:
         err = open(os.path.join(self.dir, "server.log"), "w")
         self.files = [out, err]
         env = self.env("demo-servers", NEMOLENS_MEMORY_PROFILING="true", NEMOLENS_MEMORY_SAMPLE_INTERVAL_MS=200)
-        self.server = subprocess.Popen([harness.PYTHON, os.path.join(DEMO, "server.py"), "--ports", "2",
+        self.server = subprocess.Popen(self.launcher + [harness.PYTHON, os.path.join(DEMO, "server.py"), "--ports", "2",
                                         "--latency-ms", "2,30", "--full", "--refused"],
                                        env=env, stdout=out, stderr=err, stdin=subprocess.DEVNULL)
         deadline = time.monotonic() + 30
@@ -70,7 +72,7 @@ class GymWorkload:
             f"policy=127.0.0.1:{policy},judge=127.0.0.1:{judge},"
             f"ghost=127.0.0.1:{p['refused']},slow=127.0.0.1:{p['full']}"))
         proc = subprocess.run(
-            [harness.PYTHON, os.path.join(DEMO, "client.py"),
+            self.launcher + [harness.PYTHON, os.path.join(DEMO, "client.py"),
              "--target", f"policy=http://127.0.0.1:{policy}/v1/work",
              "--target", f"judge=http://127.0.0.1:{judge}/v1/work",
              "--target", f"agent=http://127.0.0.1:{policy}/run", "--post", "agent",

@@ -12,7 +12,6 @@ names) both parse: `{__name__="a.b", "c.d"=~"..."}` selectors, and grouping
 by plain names that label_replace copies the dotted labels into (Prometheus 3
 wants `by ("c.d")`, which VictoriaMetrics 1.112 rejects).
 """
-import json
 import os
 import re
 import sys

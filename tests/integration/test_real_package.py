@@ -5,8 +5,8 @@ holding every installed file under /usr (libraries in the multiarch
 directory), with Depends computed from the binaries plus libcurl4 (opened with
 dlopen), and lintian must find no error in it. Installed with dpkg, the
 package must work as a user would use it: /usr/bin/nemolens-run finds the
-installed shim and a program it starts sends its connection counts to
-VictoriaMetrics; a C program builds against the installed header and library
+installed shim, and the demo's workload (gym_workload.py) started with it
+fills every panel of the installed dashboard in VictoriaMetrics; a C program builds against the installed header and library
 with `pkg-config --cflags --libs nemolens` and exports what it records.
 
 The package is purged again whatever happens, so the machine is left as it
@@ -26,7 +26,11 @@ import unittest
 
 sys.path.insert(0, os.path.dirname(__file__))
 import harness  # noqa: E402
+from gym_workload import GymWorkload  # noqa: E402
 from victoria import Victoria  # noqa: E402
+
+sys.path.insert(0, os.path.join(harness.SRC, "scripts", "demo"))
+import dashboard  # noqa: E402
 
 BUILD = os.path.dirname(os.path.abspath(harness.BIN))
 MULTIARCH = subprocess.run(["gcc", "-print-multiarch"], capture_output=True, text=True).stdout.strip()
@@ -47,15 +51,6 @@ EXPECTED = [
     "/usr/share/doc/nemolens/changelog.gz",
     "/usr/share/doc/nemolens/examples/lens_example.c",
 ]
-
-WORKLOAD = r"""
-import socket, sys
-port, n = int(sys.argv[1]), int(sys.argv[2])
-for _ in range(n):
-    s = socket.create_connection(("127.0.0.1", port))
-    s.close()
-"""
-
 
 def installed():
     p = subprocess.run(["dpkg-query", "-W", "-f=${Status}", PACKAGE], capture_output=True, text=True)
@@ -142,10 +137,7 @@ class Package(unittest.TestCase):
     def check_nemolens_run(self):
         vm = Victoria()
         self.addCleanup(vm.stop)
-        listener = harness.AcceptingListener()
-        self.addCleanup(listener.close)
-        env = harness.shim_env(OTEL_EXPORTER_OTLP_METRICS_ENDPOINT=vm.otlp_url, OTEL_SERVICE_NAME="pkg-test",
-                               NEMOLENS_DESTINATIONS=f"target=127.0.0.1:{listener.port}")
+        env = harness.shim_env(OTEL_EXPORTER_OTLP_METRICS_ENDPOINT=vm.otlp_url)
         del env["LD_PRELOAD"]
         env.pop("NEMOLENS_PRELOAD_PATH", None)
         # Which shim it preloads...
@@ -153,17 +145,23 @@ class Package(unittest.TestCase):
                 env=env)
         self.assertEqual(p.returncode, 0, p.stderr)
         self.assertEqual(p.stdout.strip(), f"{LIBDIR}/libnemolens_preload.so")
-        # ... and that what it records reaches the backend.
-        n = 7
-        p = run(["/usr/bin/nemolens-run", harness.PYTHON, "-c", WORKLOAD, str(listener.port), str(n)], env=env)
-        self.assertEqual(p.returncode, 0, p.stderr)
-        self.assertEqual(p.stderr, "")
-        self.assertEqual(listener.settle(n), n)
-        q = ('sum by (nemo.gym.http.destination.server.name) '
-             '({__name__="gym.http.connection_pool.connect_total", service.name="pkg-test"})')
-        vec = vm.wait_for(q, lambda v: sum(float(r["value"][1]) for r in v) >= n)
-        got = {r["metric"].get("nemo.gym.http.destination.server.name"): float(r["value"][1]) for r in vec}
-        self.assertEqual(got, {"target": n})
+        # ... and that what the demo's workload does under it reaches the
+        # backend: every panel of the installed dashboard has data, and the
+        # servers counted the requests the client saw answered.
+        workload = GymWorkload(vm, launcher="/usr/bin/nemolens-run")
+        try:
+            workload.run()
+        finally:
+            workload.stop()
+        empty = [p["title"] for p in dashboard.panels("/usr/share/nemolens/dashboards/nemolens.json")
+                 if not any(vm.query(q) for q in p["queries"])]
+        self.assertEqual(empty, [])
+        client = workload.client_result
+        answered = sum(client["ok"].values()) + sum(n for errs in client["failed"].values()
+                                                    for e, n in errs.items() if e.startswith("http_"))
+        q = 'sum({__name__="http.server.request.duration_count", "service.name"="demo-servers"})'
+        vec = vm.wait_for(q, lambda v: v and float(v[0]["value"][1]) >= answered)
+        self.assertEqual(float(vec[0]["value"][1]), answered)
 
     def check_c_api_build(self):
         flags = run(["pkg-config", "--cflags", "--libs", "nemolens"])
