@@ -44,7 +44,7 @@ int nl_fd_http_start(struct nl_fd *e, enum nl_fd_http side)
 {
 	uint8_t old = atomic_load(&e->watch), want;
 	do
-		want = (uint8_t)((old & ~(NL_WATCH_HTTP | NL_WATCH_FED)) | side);
+		want = (uint8_t)((old & ~(NL_WATCH_HTTP | NL_WATCH_FED | NL_WATCH_INIT)) | side);
 	while (!atomic_compare_exchange_weak(&e->watch, &old, want));
 	if (old & NL_WATCH_HTTP)
 		return 0;
@@ -56,7 +56,7 @@ int nl_fd_http_stop(struct nl_fd *e)
 {
 	if (!(atomic_load_explicit(&e->watch, memory_order_relaxed) & NL_WATCH_HTTP))
 		return 0;
-	if (!(atomic_fetch_and(&e->watch, (uint8_t)~(NL_WATCH_HTTP | NL_WATCH_FED)) & NL_WATCH_HTTP))
+	if (!(atomic_fetch_and(&e->watch, (uint8_t)~(NL_WATCH_HTTP | NL_WATCH_FED | NL_WATCH_INIT)) & NL_WATCH_HTTP))
 		return 0;
 	atomic_fetch_sub(&nl_fd_watching, 1);
 	return 1;

@@ -30,7 +30,8 @@ enum nl_fd_http { NL_HTTP_NONE = 0, NL_HTTP_SERVER = 2, NL_HTTP_CLIENT = 4 };
 enum {
 	NL_WATCH_CONNECTING = 1,
 	NL_WATCH_HTTP = NL_HTTP_SERVER | NL_HTTP_CLIENT,
-	NL_WATCH_FED = 8,       /* followed, and bytes were fed: there may be exchanges to settle */
+	NL_WATCH_FED = 8,       /* followed, and bytes were fed: the conn is set up, there may be exchanges to settle */
+	NL_WATCH_INIT = 16,     /* followed, and a thread is setting the conn up for the first bytes */
 };
 
 struct nl_fd {

@@ -80,21 +80,51 @@ void nl_http_watch(int fd, enum nl_fd_http side, int dest)
 {
 	NL_HOOK_SCOPE;
 	struct nl_fd *e = nl_fd_lookup(fd);
-	struct nl_httpconn *c = e ? conn_get(fd) : NULL;
-	if (!c)
+	if (!e)
 		return;
-	/* The parser is set up with the first bytes: most candidates (any
-	 * connected socket) never carry HTTP, and pay only these stores. */
-	atomic_store_explicit(&c->fed, 0, memory_order_relaxed);
-	atomic_store_explicit(&c->busy[0], 0, memory_order_relaxed);
-	atomic_store_explicit(&c->busy[1], 0, memory_order_relaxed);
-	atomic_store_explicit(&c->open, 0, memory_order_relaxed);
-	c->side = (uint8_t)side;
-	c->flags = 0;
-	atomic_store_explicit(&c->dest, (int16_t)dest, memory_order_relaxed);
-	atomic_store_explicit(&c->host, -1, memory_order_relaxed);
-	c->host_key = 0;
+	/* Only the fd's entry: the connection's state is set up with its first
+	 * bytes (first_feed), since most candidates (any connected socket, any
+	 * accepted one) never carry HTTP, or none before they close. */
+	e->dest = (int16_t)dest;
 	nl_fd_http_start(e, side);
+}
+
+/* The fd's first bytes since it was watched: its conn is set up, by one
+ * thread (NL_WATCH_INIT claims it; the other direction's first feeder waits
+ * the few stores it takes). NULL when the fd stopped being followed, or its
+ * conn cannot be had (no memory): it is no longer followed then. */
+static __attribute__((noinline)) struct nl_httpconn *first_feed(struct nl_fd *e, int fd)
+{
+	uint8_t w = atomic_load_explicit(&e->watch, memory_order_acquire);
+	for (;;) {
+		if (!(w & NL_WATCH_HTTP))
+			return NULL;
+		if (w & NL_WATCH_FED)
+			return conn_lookup(fd);
+		if (w & NL_WATCH_INIT) {
+			w = atomic_load_explicit(&e->watch, memory_order_acquire);
+			continue;
+		}
+		if (atomic_compare_exchange_weak_explicit(&e->watch, &w, (uint8_t)(w | NL_WATCH_INIT), memory_order_acquire,
+							  memory_order_acquire))
+			break;
+	}
+	struct nl_httpconn *c = conn_get(fd);
+	if (!c) {
+		nl_fd_http_stop(e);
+		return NULL;
+	}
+	nl_httpconn_init(c, (enum nl_fd_http)(w & NL_WATCH_HTTP), e->dest, 0);
+	nl_h1_init(&c->h1);
+	atomic_store_explicit(&c->fed, 2, memory_order_relaxed);
+	/* FED on, INIT off, in one step; release: the conn's setup happens
+	 * before any other thread's use of it. A stop meanwhile cleared both. */
+	uint8_t cur = atomic_load_explicit(&e->watch, memory_order_relaxed);
+	while ((cur & NL_WATCH_INIT) &&
+	       !atomic_compare_exchange_weak_explicit(&e->watch, &cur, (uint8_t)((cur & ~NL_WATCH_INIT) | NL_WATCH_FED),
+						      memory_order_release, memory_order_relaxed))
+		;
+	return cur & NL_WATCH_INIT ? c : NULL;
 }
 
 /* ---- events ------------------------------------------------------------------ */
@@ -287,7 +317,9 @@ static void on_event(void *ctx, const struct nl_h1_event *ev)
 
 /* Feeding makes no system call (the clock is read through the vDSO, the
  * parser and the metrics touch memory only), so errno needs no saving here:
- * the program's own call set it, and nothing after it can. */
+ * the program's own call set it, and nothing after it can. The one
+ * exception, mapping a chunk of conns at a connection's first bytes, keeps
+ * errno itself (conn_get). */
 
 static void stop_following(struct nl_fd *e) { nl_fd_http_stop(e); }
 
@@ -321,18 +353,18 @@ static inline int claim_conn(struct nl_httpconn *c, enum nl_h1_dir dir)
  * (which makes the bytes' order unknowable: parsing stops). */
 static inline __attribute__((always_inline)) struct nl_httpconn *claim(struct nl_fd *e, int fd, int out, enum nl_h1_dir *dir)
 {
-	unsigned side = nl_fd_http_side(e);
-	struct nl_httpconn *c = side ? conn_lookup(fd) : NULL;
+	uint8_t w = atomic_load_explicit(&e->watch, memory_order_acquire);
+	unsigned side = w & NL_WATCH_HTTP;
+	if (!side)
+		return NULL;
+	struct nl_httpconn *c = w & NL_WATCH_FED ? conn_lookup(fd) : first_feed(e, fd);
 	if (!c)
 		return NULL;
 	*dir = (side == NL_HTTP_SERVER) == (out != 0) ? NL_H1_RESPONSE : NL_H1_REQUEST;
-	int got = claim_conn(c, *dir);
-	if (!got) {
+	if (!claim_conn(c, *dir)) {
 		stop_following(e);
 		return NULL;
 	}
-	if (got == 2)
-		nl_fd_http_fed(e);
 	return c;
 }
 
@@ -409,8 +441,9 @@ void nl_http_release(int fd)
 	struct nl_httpconn *c = e && nl_fd_http_side(e) ? conn_lookup(fd) : NULL;
 	if (!c)
 		return;
-	/* A candidate that never carried a byte has nothing to settle. */
-	if (atomic_load_explicit(&c->fed, memory_order_acquire) == 2) {
+	/* A candidate that never carried a byte has nothing to settle (and its
+	 * conn may still hold the fd's previous connection). */
+	if (atomic_load_explicit(&e->watch, memory_order_acquire) & NL_WATCH_FED) {
 		struct feed f = { c, 0 };
 		if (nl_h1_active(&c->h1))
 			nl_h1_close(&c->h1, on_event, &f);
@@ -492,8 +525,10 @@ int nl_http_fd_handoff(int fd)
 	struct nl_fd *e = nl_fd_lookup(fd);
 	if (!e || !nl_fd_http_side(e))
 		return -1;
-	struct nl_httpconn *c = conn_lookup(fd);
-	int dest = c && nl_fd_http_side(e) == NL_HTTP_CLIENT ? atomic_load_explicit(&c->dest, memory_order_relaxed) : -1;
+	struct nl_httpconn *c = nl_fd_http_was_fed(e) ? conn_lookup(fd) : NULL;
+	int dest = nl_fd_http_side(e) != NL_HTTP_CLIENT ? -1
+		   : c				 ? atomic_load_explicit(&c->dest, memory_order_relaxed)
+						 : e->dest;
 	nl_http_release(fd);
 	return dest;
 }
