@@ -346,6 +346,11 @@ int nl_dest_match(const struct sockaddr *sa, socklen_t len)
 				return rules[i].dest;
 		return NL_DEST_NONE;
 	}
+	if (n_rules == 0)   /* no rules: every IP destination is external */
+		return (sa->sa_family == AF_INET && len >= (socklen_t)sizeof(struct sockaddr_in)) ||
+			       (sa->sa_family == AF_INET6 && len >= (socklen_t)sizeof(struct sockaddr_in6))
+			       ? NL_DEST_EXTERNAL
+			       : NL_DEST_NONE;
 	int family, port;
 	unsigned char addr[16] = { 0 };
 	if (!inet_key(sa, len, &family, addr, &port))
