@@ -65,10 +65,8 @@ NL_EXPORT int socket(int domain, int type, int protocol)
 	if (nl_hooks_bypass)
 		type |= SOCK_CLOEXEC;
 	int fd = NL_REAL(socket)(domain, type, protocol);
-	if (fd >= 0) {
-		NL_KEEP_ERRNO;
-		fresh_socket(fd, domain, type);
-	}
+	if (fd >= 0)
+		fresh_socket(fd, domain, type);   /* sets no errno (as accepted) */
 	return fd;
 }
 
@@ -87,12 +85,17 @@ NL_EXPORT int socketpair(int domain, int type, int protocol, int sv[2])
 /* A connection accepted on a listening socket the shim tracks. */
 static void accepted(int listener, int fd)
 {
-	NL_KEEP_ERRNO;
-	/* A number the program closed behind libc's back (libuv closes with a
-	 * raw system call) still has its old exchanges: they ended then. */
+	/* No NL_KEEP_ERRNO: nothing below sets errno (nl_fd_get keeps it around
+	 * the one system call it may make). A number the program closed behind
+	 * libc's back (libuv closes with a raw system call) still has its old
+	 * exchanges: they ended then. */
 	release_http(fd);
-	nl_fd_copy(listener, fd);
-	if (nl_http_server_on && counting() && nl_fd_state(fd) == NL_FD_SOCKET)
+	if (nl_fd_state(listener) != NL_FD_SOCKET) {
+		nl_fd_copy(listener, fd);
+		return;
+	}
+	nl_fd_track(fd);
+	if (nl_http_server_on && counting())
 		nl_http_watch(fd, NL_HTTP_SERVER, -1);
 }
 
