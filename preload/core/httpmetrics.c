@@ -244,8 +244,8 @@ static inline void cpu_relax(void)
 
 int nl_http_server_name(const char *host, size_t n)
 {
-	if (!host || n == 0 || n > NL_H1_HOST_MAX)
-		return NL_HTTP_NAME_NONE;
+	if (!gym_attrs || !host || n == 0 || n > NL_H1_HOST_MAX)
+		return NL_HTTP_NAME_NONE;       /* (OTEL_SEMCONV_STABILITY_OPT_IN=http: no names) */
 	uint32_t h = 2166136261u;
 	for (size_t i = 0; i < n; i++) {
 		unsigned char c = (unsigned char)host[i];
@@ -447,19 +447,14 @@ static size_t active_attrs(unsigned m, bool tls, const char *name, struct nl_att
 	return n;
 }
 
-/* The series an active request counts in; NULL when another thread is still
- * making it (the request is then not counted, neither way). */
-static struct nl_series *active_series(unsigned method, bool tls, int name)
+/* Makes the series of an active request with server name id name on its
+ * first use; NULL when another thread is still making it (the request is
+ * then not counted, neither way). */
+static __attribute__((noinline)) struct nl_series *make_active_series(unsigned method, bool tls, int name)
 {
-	if (name == NL_HTTP_NAME_OVERFLOW)
-		return i_active ? nl_instrument_overflow(i_active) : NULL;
-	if (name < 0 || !gym_attrs)
-		return s_active[tls][method];
 	_Atomic uintptr_t *slot = &s_active_named[tls][method][name];
-	uintptr_t v = atomic_load_explicit(slot, memory_order_acquire);
-	if (v > 1)
-		return (struct nl_series *)v;
-	if (v == 0 && atomic_compare_exchange_strong(slot, &v, 1)) {
+	uintptr_t v = 0;
+	if (atomic_compare_exchange_strong(slot, &v, 1)) {
 		struct nl_attr a[NL_MAX_ATTRS];
 		size_t n = active_attrs(method, tls, name_text[name], a);
 		struct nl_series *s = nl_series_add_static(i_active, a, n);
@@ -473,6 +468,18 @@ static struct nl_series *active_series(unsigned method, bool tls, int name)
 		cpu_relax();
 	}
 	return NULL;
+}
+
+/* The series an active request counts in (NULL: see make_active_series). */
+static inline __attribute__((always_inline)) struct nl_series *active_series(unsigned method, bool tls, int name)
+{
+	if (name >= 0) {        /* (only when gym_attrs: see nl_http_server_name) */
+		uintptr_t v = atomic_load_explicit(&s_active_named[tls][method][name], memory_order_acquire);
+		return v > 1 ? (struct nl_series *)v : make_active_series(method, tls, name);
+	}
+	if (name == NL_HTTP_NAME_OVERFLOW)
+		return i_active ? nl_instrument_overflow(i_active) : NULL;
+	return s_active[tls][method];
 }
 
 bool nl_http_server_started(unsigned method, bool tls, int name)

@@ -39,8 +39,8 @@ int nl_http_host(const char *host, size_t n, unsigned *port);
 /* The id of a request's Host value as the server received it (n bytes,
  * host and port as sent; a name of its own per spelling), interned up to
  * NEMOLENS_HTTP_SERVER_NAME_LIMIT values; NL_HTTP_NAME_OVERFLOW past them,
- * NL_HTTP_NAME_NONE for no Host (NULL), an empty one, or one with a byte
- * outside '!'..'~'. */
+ * NL_HTTP_NAME_NONE for no Host (NULL), an empty one, one with a byte
+ * outside '!'..'~', and for any under OTEL_SEMCONV_STABILITY_OPT_IN=http. */
 int nl_http_server_name(const char *host, size_t n);
 
 /* A request's head was read (server) and it is now in flight / was answered
