@@ -12,7 +12,8 @@ and http.method. A FastAPI app under uvicorn under the shim
   counts the test made, and 0 once they are answered;
 - 1,000 requests with random Host headers (OTLP sink): the series stay at
   NEMOLENS_HTTP_SERVER_NAME_LIMIT's default, 64, plus the overflow series
-  (otel.metric.overflow=true), and every count returns to 0.
+  (otel.metric.overflow=true), and every count returns to 0; requests with no
+  Host (HTTP/1.0) count in a series without http.server_name.
 
 (OTEL_SEMCONV_STABILITY_OPT_IN=http, the stable set alone: test_http_config.)
 """
@@ -40,6 +41,17 @@ HELD = [("GET", "gym.example:8080"), ("GET", "gym.example:8080"), ("GET", None),
         ("POST", "policy.local")]
 NAME_LIMIT = 64
 RANDOM_HOSTS = 1000
+NO_HOST = 3           # HTTP/1.0 requests without a Host header
+
+
+def no_host_request(port):
+    """GET /health over HTTP/1.0 with no Host; returns the status line."""
+    with socket.create_connection(("127.0.0.1", port), timeout=20) as s:
+        s.sendall(b"GET /health HTTP/1.0\r\n\r\n")
+        data = b""
+        while chunk := s.recv(4096):
+            data += chunk
+    return data.split(b"\r\n", 1)[0]
 
 
 def by(vec, *labels):
@@ -143,6 +155,8 @@ class RandomHostsStayBounded(unittest.TestCase):
         cls.sent = [f"h{rng.getrandbits(40):010x}.example:{rng.randrange(1, 65536)}" for _ in range(RANDOM_HOSTS)]
         with app.blamed(), Conn(app.info["port"]) as c:
             cls.statuses = [c.request("GET", "/health", {"Host": h}).status for h in cls.sent]
+        with app.blamed():
+            cls.no_host = [no_host_request(app.info["port"]) for _ in range(NO_HOST)]
         t_end = time.monotonic()
         cls.idle = hc.wait_exports_after(cls.sink, t_end)
         cls.rc = app.stop()
@@ -151,6 +165,7 @@ class RandomHostsStayBounded(unittest.TestCase):
     def test_answered(self):
         self.assertEqual(self.rc, 0)
         self.assertEqual(self.statuses, [200] * RANDOM_HOSTS)
+        self.assertEqual(self.no_host, [b"HTTP/1.1 200 OK"] * NO_HOST)
         self.assertEqual(len(set(self.sent)), RANDOM_HOSTS)
 
     def test_series_at_the_cap_plus_overflow(self):
@@ -159,7 +174,11 @@ class RandomHostsStayBounded(unittest.TestCase):
         overflow = [a for a in pts if a.get(hc.OVERFLOW) is True]
         self.assertEqual(len(named), NAME_LIMIT, pts[:5])
         self.assertEqual(len(overflow), 1, pts[:5])
-        self.assertEqual(len(pts), NAME_LIMIT + 1)
+        self.assertEqual(overflow[0], {hc.OVERFLOW: True})
+        # and the requests without a Host: a series without http.server_name
+        rest = [a for a in pts if a not in named and a not in overflow]
+        self.assertEqual(rest, [{hc.METHOD: "GET", hc.SCHEME: "http", hc.OLD_METHOD: "GET"}])
+        self.assertEqual(len(pts), NAME_LIMIT + 2)
         names = {a[hc.SERVER_NAME] for a in named}
         self.assertEqual(len(names), NAME_LIMIT)
         self.assertLessEqual(names, set(self.sent))
@@ -171,7 +190,7 @@ class RandomHostsStayBounded(unittest.TestCase):
             self.assertEqual({hc.value(p) for _, _, p in hc.latest(reqs, ACTIVE)}, {0})
 
     def test_durations_all_counted(self):
-        self.assertEqual(hc.counts_by(self.reqs, hc.SERVER_DURATION, hc.ROUTE), {("/health",): RANDOM_HOSTS})
+        self.assertEqual(hc.counts_by(self.reqs, hc.SERVER_DURATION, hc.ROUTE), {("/health",): RANDOM_HOSTS + NO_HOST})
 
 
 if __name__ == "__main__":
