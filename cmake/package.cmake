@@ -49,12 +49,19 @@ set(CPACK_DEBIAN_PACKAGE_SHLIBDEPS ON)
 set(CPACK_DEBIAN_PACKAGE_DEPENDS "libcurl4 (>= 7.68)")
 # The shlibs entry of the public libnemolens.so.0 (so packages linked with it
 # depend on this one), and the ldconfig trigger Debian wants for libraries in
-# the loader's directories (CPack's postinst/postrm also call ldconfig).
+# the loader's directories.
 set(CPACK_DEBIAN_PACKAGE_GENERATE_SHLIBS ON)
 set(CPACK_DEBIAN_PACKAGE_GENERATE_SHLIBS_POLICY ">=")
 set(NL_DEB_TRIGGERS ${CMAKE_CURRENT_BINARY_DIR}/debian-control/triggers)
 file(WRITE ${NL_DEB_TRIGGERS} "activate-noawait ldconfig\n")
-set(CPACK_DEBIAN_PACKAGE_CONTROL_EXTRA ${NL_DEB_TRIGGERS})
+# Maintainer scripts: the Python adapter (if the package has it) compiled at
+# install and its caches removed before removal; nothing else. They replace
+# CPack's, which would call ldconfig that the trigger already runs.
+set(NL_DEB_PYTHON_DIR usr/${CMAKE_INSTALL_LIBDIR}/nemolens-python)
+configure_file(${CMAKE_CURRENT_LIST_DIR}/debian/postinst.in ${CMAKE_CURRENT_BINARY_DIR}/debian-control/postinst @ONLY)
+configure_file(${CMAKE_CURRENT_LIST_DIR}/debian/prerm.in ${CMAKE_CURRENT_BINARY_DIR}/debian-control/prerm @ONLY)
+set(CPACK_DEBIAN_PACKAGE_CONTROL_EXTRA ${NL_DEB_TRIGGERS}
+    ${CMAKE_CURRENT_BINARY_DIR}/debian-control/postinst ${CMAKE_CURRENT_BINARY_DIR}/debian-control/prerm)
 set(CPACK_DEBIAN_PACKAGE_CONTROL_STRICT_PERMISSION ON)
 # Directories as Debian policy has them, whatever the builder's umask.
 set(CPACK_INSTALL_DEFAULT_DIRECTORY_PERMISSIONS
