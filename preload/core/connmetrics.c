@@ -1,5 +1,7 @@
 #include "connmetrics.h"
 
+#include <stdatomic.h>
+#include <stdbool.h>
 #include <stddef.h>
 
 #include "dest.h"
@@ -13,7 +15,12 @@
 static struct nl_instrument *connects;
 static struct nl_instrument *queue;
 static struct nl_series *connect_series[NL_DEST_SLOTS];
-static struct nl_series *queue_series[NL_DEST_SLOTS][2];
+static struct nl_series *queue_series[NL_DEST_SLOTS][2];   /* constraint unknown */
+/* The adapter's total and per_host series, made on first use: most
+ * processes have no pool adapter, and they pay nothing for these. */
+static struct nl_series *_Atomic pool_series[NL_DEST_SLOTS][2][2];
+static _Atomic bool pool_adapter;
+static const char *const outcomes[2] = { "ok", "abandoned" };
 
 void nl_connmetrics_init(void)
 {
@@ -21,7 +28,6 @@ void nl_connmetrics_init(void)
 	queue = nl_inst(NL_I_QUEUE_MS);
 	if (!connects || !queue)
 		return;
-	static const char *const outcomes[2] = { "ok", "abandoned" };
 	for (int d = 0; d < NL_DEST_SLOTS; d++) {
 		if (d > nl_dest_count() && d != NL_DEST_OVERFLOW)
 			continue;
@@ -48,6 +54,40 @@ void nl_conn_attempt(int dest)
 
 void nl_conn_wait(int dest, enum nl_queue_outcome outcome, uint64_t wait_ns)
 {
+	if (atomic_load_explicit(&pool_adapter, memory_order_relaxed))
+		return;
 	if (dest >= 0 && dest < NL_DEST_SLOTS && queue_series[dest][outcome])
 		nl_hist_record(queue, queue_series[dest][outcome], (double)wait_ns / 1e6);
+}
+
+void nl_conn_pool_adapter_on(void) { atomic_store(&pool_adapter, true); }
+
+static struct nl_series *pool_series_for(int dest, enum nl_queue_outcome outcome,
+					 enum nl_queue_constraint constraint)
+{
+	if (constraint == NL_QUEUE_UNKNOWN || dest == NL_DEST_OVERFLOW)
+		return queue_series[dest][outcome];
+	struct nl_series *_Atomic *slot = &pool_series[dest][outcome][constraint - 1];
+	struct nl_series *s = atomic_load_explicit(slot, memory_order_acquire);
+	if (!s) {
+		/* Two threads may both get here: the registry hands both the one
+		 * series with these attributes. */
+		struct nl_attr qa[3] = { NL_ATTR_S(ATTR_DEST, nl_dest_name(dest)),
+					 NL_ATTR_S(ATTR_OUTCOME, outcomes[outcome]),
+					 NL_ATTR_S(ATTR_CONSTRAINT, constraint == NL_QUEUE_TOTAL ? "total" : "per_host") };
+		s = nl_series_get(queue, qa, 3);
+		atomic_store_explicit(slot, s, memory_order_release);
+	}
+	return s;
+}
+
+void nl_conn_pool_wait(int dest, enum nl_queue_outcome outcome, enum nl_queue_constraint constraint,
+		       double wait_ms)
+{
+	if (!queue || dest < 0 || dest >= NL_DEST_SLOTS || (unsigned)outcome > NL_QUEUE_ABANDONED ||
+	    (unsigned)constraint > NL_QUEUE_PER_HOST)
+		return;
+	struct nl_series *s = pool_series_for(dest, outcome, constraint);
+	if (s)
+		nl_hist_record(queue, s, wait_ms);
 }

@@ -1,0 +1,48 @@
+#include "adapter.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "check.h"
+#include "connmetrics.h"
+#include "dest.h"
+#include "log.h"
+#include "state.h"
+
+/* NeMo Gym's buckets end at 30 s; a wait of more than a day is no wait a
+ * program had but a broken clock. */
+#define MAX_WAIT_MS (86400.0 * 1000.0)
+
+/* Exported, as the C API of lens.c is; the version script names nemolens_*. */
+#define API __attribute__((visibility("default")))
+
+API int nemolens_pool_wait(const char *host, int port, double wait_ms, int outcome, int constraint)
+{
+	NL_KEEP_ERRNO;
+	if (!atomic_load_explicit(&nl_recording, memory_order_relaxed) || !host || !isfinite(wait_ms) ||
+	    wait_ms < 0 || wait_ms > MAX_WAIT_MS || outcome < NL_QUEUE_OK || outcome > NL_QUEUE_ABANDONED ||
+	    constraint < NL_QUEUE_UNKNOWN || constraint > NL_QUEUE_PER_HOST || port < -1 || port > 65535)
+		return -1;
+	int dest = nl_dest_match_name(host, strnlen(host, 1024), port);
+	nl_runtime_kick();   /* before the first write (state.h) */
+	nl_conn_pool_wait(dest, (enum nl_queue_outcome)outcome, (enum nl_queue_constraint)constraint, wait_ms);
+	return 0;
+}
+
+API void nemolens_pool_adapter_active(void)
+{
+	if (atomic_load_explicit(&nl_recording, memory_order_relaxed))
+		nl_conn_pool_adapter_on();
+}
+
+API void nemolens_adapter_log(const char *key, const char *message)
+{
+	NL_KEEP_ERRNO;
+	if (!message)
+		return;
+	/* Keys are the adapter's own short names; bound what a caller can pass. */
+	char k[64];
+	snprintf(k, sizeof k, "adapter.%s", key ? key : "python");
+	nl_warn_once(k, "%.400s", message);
+}

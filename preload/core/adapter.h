@@ -1,0 +1,32 @@
+/* The entry points of the language adapters: code that runs inside the
+ * program's own runtime (the Python adapter, preload/python) and sees what
+ * the socket calls cannot, a client's connection pool. They are exported
+ * from the shared libraries with the rest of nemolens_* (the Python adapter
+ * calls them through ctypes), but they are not the public C API of
+ * nemolens.h: their only caller is the adapter shipped with the same build.
+ *
+ * Each is safe from any thread, keeps errno, and does nothing while the
+ * shim does not record.
+ */
+#ifndef NL_ADAPTER_H
+#define NL_ADAPTER_H
+
+/* One acquisition that waited wait_ms for a slot of the pool of a client
+ * whose request goes to host (a name, or an address literal; IPv6 in
+ * brackets) and port (-1: unknown). outcome: 0 ok (a slot was had),
+ * 1 abandoned (timeout, cancellation, error while waiting). constraint:
+ * 0 unknown, 1 total (the pool's limit of all connections), 2 per_host.
+ * The destination is named by the NEMOLENS_DESTINATIONS rules as
+ * nl_dest_match_name does. Returns 0 when recorded, -1 when the arguments
+ * are not valid or nothing is recorded. */
+int nemolens_pool_wait(const char *host, int port, double wait_ms, int outcome, int constraint);
+
+/* An adapter has hooked this process's pools: the socket layer's handshake
+ * waits are no queue samples from now on (connmetrics.h). */
+void nemolens_pool_adapter_active(void);
+
+/* One line in the shim's log (log.h), at most once per key and process:
+ * an adapter reports that it switched itself off, and why. */
+void nemolens_adapter_log(const char *key, const char *message);
+
+#endif
