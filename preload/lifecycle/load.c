@@ -15,6 +15,7 @@
 #include "runtime.h"
 #ifdef NL_WITH_HOOKS
 #include "fdtable.h"
+#include "python.h"
 #endif
 
 /* True when another copy of the runtime comes first in symbol lookup: a
@@ -46,6 +47,7 @@ __attribute__((constructor)) static void nl_load(void)
 #ifdef NL_WITH_HOOKS
 	/* Pending connects of the parent belong to the parent's acquisitions. */
 	pthread_atfork(NULL, NULL, nl_fd_atfork_child);
+	nl_python_setup();
 #endif
 }
 

@@ -1,0 +1,152 @@
+"""The nemolens Python adapter: pool waits of aiohttp and httpx, as NeMo Gym
+defines gym.http.connection_pool.queue_duration_ms.
+
+The socket calls the shim sees cannot show a request that waits inside the
+client for a slot of its connection pool: it makes no system call while it
+waits. This adapter, loaded into every Python process under the shim by the
+start-up hook next to it, watches the pools from inside and hands each wait
+to the shim through one C entry point (nemolens_pool_wait), into the same
+instrument the socket layer records.
+
+It imports nothing of the program's: a finder on sys.meta_path notices when
+the program itself imports aiohttp or httpcore (httpx's transport) and
+patches them then. Its rule is never to harm the program: any failure turns
+that library's adapter off, with one line in the shim's log, and no
+exception ever reaches the program.
+"""
+import sys
+
+# Modules whose import arms an adapter: the name of the package, and the
+# module of this package that patches it once it has been executed.
+_TARGETS = {"aiohttp": "_aiohttp", "httpcore": "_httpcore"}
+
+OUTCOME_OK, OUTCOME_ABANDONED = 0, 1
+CONSTRAINT_UNKNOWN, CONSTRAINT_TOTAL, CONSTRAINT_PER_HOST = 0, 1, 2
+
+_lib = None
+
+
+def lib():
+    """The shim's entry points, through ctypes (imported only now: a program
+    that never imports a pooled client never pays for it). None when the
+    shim is not recording in this process."""
+    global _lib
+    if _lib is None:
+        import ctypes
+
+        so = ctypes.CDLL(None)
+        try:
+            wait = so.nemolens_pool_wait
+            active = so.nemolens_pool_adapter_active
+            enabled = so.nemolens_enabled
+            log_line = so.nemolens_adapter_log
+        except AttributeError:
+            _lib = False
+            return None
+        wait.argtypes = (ctypes.c_char_p, ctypes.c_int, ctypes.c_double, ctypes.c_int, ctypes.c_int)
+        wait.restype = ctypes.c_int
+        active.argtypes = ()
+        active.restype = None
+        enabled.argtypes = ()
+        enabled.restype = ctypes.c_bool
+        log_line.argtypes = (ctypes.c_char_p, ctypes.c_char_p)
+        log_line.restype = None
+        _lib = so if enabled() else False
+    return _lib or None
+
+
+def log(key, message):
+    """One line in the shim's log (once per key and process)."""
+    try:
+        so = lib()
+        if so is not None:
+            so.nemolens_adapter_log(key.encode("ascii", "replace"), message.encode("utf-8", "replace"))
+    except Exception:
+        pass
+
+
+def host_bytes(host):
+    """A request's host as nemolens_pool_wait takes it: IPv6 literals in
+    brackets, as the destination rules write them."""
+    if isinstance(host, bytes):
+        host = host.decode("ascii", "replace")
+    if ":" in host and not host.startswith("["):
+        host = "[" + host + "]"
+    return host.encode("ascii", "replace")
+
+
+class _Finder:
+    """On sys.meta_path: finds nothing itself. For a target package, it asks
+    the finders after it and wraps the exec_module of the loader instance
+    they return, so the adapter is armed once the package has been executed
+    the usual way."""
+
+    def __init__(self):
+        self.busy = set()
+
+    def find_spec(self, name, path=None, target=None):
+        patcher = _TARGETS.get(name)
+        if patcher is None or name in self.busy:
+            return None
+        self.busy.add(name)
+        try:
+            spec = None
+            for finder in sys.meta_path:
+                if finder is self:
+                    continue
+                find = getattr(finder, "find_spec", None)
+                if find is None:
+                    continue
+                spec = find(name, path, target)
+                if spec is not None:
+                    break
+            if spec is not None and spec.loader is not None:
+                _arm(spec.loader, name, patcher)
+            return spec
+        except Exception as e:
+            log("python.finder", "Python adapter: cannot watch the import of %s: %r" % (name, e))
+            return None
+        finally:
+            self.busy.discard(name)
+
+
+def _arm(loader, name, patcher):
+    original = getattr(loader, "exec_module", None)
+    if original is None:
+        return
+
+    def exec_module(module):
+        try:
+            original(module)
+        finally:
+            try:
+                del loader.exec_module   # this loader is the package's alone
+            except Exception:
+                pass
+        _patch(name, patcher)
+
+    loader.exec_module = exec_module
+
+
+def _patch(name, patcher):
+    try:
+        so = lib()
+        if so is None:
+            return
+        mod = __import__(__name__ + "." + patcher, fromlist=["patch"])
+        if mod.patch():
+            so.nemolens_pool_adapter_active()
+    except Exception as e:
+        log("python." + name, "Python adapter for %s is off: %r" % (name, e))
+
+
+def start():
+    """Called by the start-up hook: watch for the target imports."""
+    import os
+
+    v = os.environ.get("NEMOLENS_PYTHON", "").strip().lower()
+    if v in ("off", "false", "0", "no"):
+        return
+    if any(t in sys.modules for t in _TARGETS):
+        return   # imported before site ran (not by a program): left alone
+    sys.meta_path.insert(0, _Finder())
