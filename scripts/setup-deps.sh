@@ -19,7 +19,7 @@ PKGS=(
   build-essential cmake pkg-config clang libclang-rt-14-dev
   libunwind-dev libprotobuf-c-dev protobuf-c-compiler
   libcurl4-openssl-dev libcriterion-dev zlib1g-dev
-  curl openssl python3-aiohttp python3-uvicorn python3-fastapi python3-protobuf python3-uvloop python3-requests
+  curl openssl python3-aiohttp python3-httpx python3-uvicorn python3-fastapi python3-protobuf python3-uvloop python3-requests
   nginx-light wrk golang-go
   lintian chromium
   libpython3.11-testsuite libglib2.0-tests
@@ -82,26 +82,30 @@ system_archive_uri() {   # system_archive_uri RELEASE
   done
 }
 
-# Debian 13 packages, unpacked privately.
-TRIXIE_PKGS=(opentelemetry-proto victoria-metrics python3-opentelemetry-proto)
-stamp="$PREFIX/.stamp-${TRIXIE_PKGS[*]// /_}"
-if [ ! -f "$stamp" ]; then
-  echo "setup-deps: fetching ${TRIXIE_PKGS[*]} from Debian 13"
+# Debian 13 packages, unpacked privately: fetch_trixie DEST PACKAGE... unpacks
+# the packages' files under DEST, once (a stamp names the set).
+fetch_trixie() {
+  local dest=$1; shift
+  local pkgs=("$@")
+  local stamp="$dest/.stamp-${pkgs[*]// /_}"
+  [ -f "$stamp" ] && return 0
+  echo "setup-deps: fetching ${pkgs[*]} from Debian 13"
   # The same mirror the system already uses for its own release, other suite.
+  local release archive
   release=$( (. /etc/os-release && echo "${VERSION_CODENAME:-}") 2>/dev/null || true)
   archive=$(system_archive_uri "$release")
   if [ -z "$release" ] || [ -z "$archive" ]; then
     echo "setup-deps: no apt source of type deb for the ${release:-(unknown)} main archive in" \
-         "/etc/apt/sources.list or /etc/apt/sources.list.d; cannot fetch ${TRIXIE_PKGS[*]}" >&2
+         "/etc/apt/sources.list or /etc/apt/sources.list.d; cannot fetch ${pkgs[*]}" >&2
     exit 1
   fi
-  aptdir=/var/cache/nemolens-apt
-  $SUDO mkdir -p "$aptdir/lists/partial" "$aptdir/archives/partial" "$aptdir/etc/preferences.d" "$PREFIX"
+  local aptdir=/var/cache/nemolens-apt
+  $SUDO mkdir -p "$aptdir/lists/partial" "$aptdir/archives/partial" "$aptdir/etc/preferences.d" "$dest"
   $SUDO tee "$aptdir/sources.list" >/dev/null <<SRC
 deb [signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] $archive trixie main
 SRC
   : | $SUDO tee "$aptdir/status" >/dev/null
-  aptopts=(-o Dir::Etc::SourceList="$aptdir/sources.list"
+  local aptopts=(-o Dir::Etc::SourceList="$aptdir/sources.list"
            -o Dir::Etc::SourceParts=/dev/null
            -o Dir::Etc::Preferences="$aptdir/etc/preferences"
            -o Dir::Etc::PreferencesParts="$aptdir/etc/preferences.d"
@@ -110,10 +114,18 @@ SRC
            -o Dir::Cache="$aptdir"
            -o APT::Get::List-Cleanup=0)
   $SUDO apt-get "${aptopts[@]}" update -qq
+  local tmp deb
   tmp=$(mktemp -d)
-  (cd "$tmp" && $SUDO apt-get "${aptopts[@]}" download "${TRIXIE_PKGS[@]}" >/dev/null)
-  for deb in "$tmp"/*.deb; do $SUDO dpkg-deb -x "$deb" "$PREFIX"; done
+  (cd "$tmp" && $SUDO apt-get "${aptopts[@]}" download "${pkgs[@]}" >/dev/null)
+  for deb in "$tmp"/*.deb; do $SUDO dpkg-deb -x "$deb" "$dest"; done
   rm -rf "$tmp"
   $SUDO touch "$stamp"
-fi
+}
+
+fetch_trixie "$PREFIX" opentelemetry-proto victoria-metrics python3-opentelemetry-proto
+# Debian 13's aiohttp and httpx, for the Python adapter's tests only: a tree
+# of their own (never on the path of anything else), used by Debian 12's
+# interpreter in pure-Python mode (their C extensions are built for 3.13).
+fetch_trixie "$PREFIX/python-trixie" python3-aiohttp python3-yarl python3-multidict python3-frozenlist \
+  python3-aiosignal python3-aiohappyeyeballs python3-propcache python3-httpx python3-httpcore
 echo "setup-deps: ok (Debian 13 packages under $PREFIX)"

@@ -1,0 +1,179 @@
+"""httpcore, the transport of httpx: one sample per request that waited for
+a connection of its pool, async and sync.
+
+httpcore's pool assigns a connection to each request it queues (0.16 and
+0.17: RequestStatus; 1.0: PoolRequest and AsyncPoolRequest) and the request
+waits in wait_for_connection until it has one. A request whose connection
+is still unassigned when it starts to wait is queued. A woken request can
+find its connection taken by another (ConnectionNotAvailable) and wait
+again: the pool's request handler (handle_async_request, handle_request)
+is one acquisition, so its waits make one sample, from the first wait's
+start to the last one's end, as NeMo Gym combines repeated wake-ups. A
+wait that ends by an exception (PoolTimeout, cancellation) is abandoned.
+The only limit of such a pool is max_connections: the constraint is
+`total`.
+"""
+import contextvars
+import functools
+import sys
+import time
+
+import nemolens_adapter as _a
+
+_on = True
+_monotonic = time.monotonic
+_cur = contextvars.ContextVar("nemolens_httpcore_acquisition", default=None)
+_MODULES = ("httpcore._async.connection_pool", "httpcore._sync.connection_pool")
+_CO_COROUTINE = 0x80
+_DEFAULT_PORTS = {b"http": 80, b"https": 443, b"ws": 80, b"wss": 443}
+
+
+class _Acquisition:
+    __slots__ = ("request", "t0", "t1", "waiting")
+
+    def __init__(self):
+        self.request = None
+        self.t0 = None
+        self.t1 = None
+        self.waiting = False
+
+
+def _off(where, e):
+    global _on
+    _on = False
+    _a.log("python.httpcore", "Python adapter for httpcore is off (%s): %r" % (where, e))
+
+
+def _record(acq):
+    try:
+        if acq.waiting:
+            outcome, end = _a.OUTCOME_ABANDONED, _monotonic()
+        else:
+            outcome, end = _a.OUTCOME_OK, acq.t1
+        url = acq.request.url
+        port = url.port
+        if port is None:
+            port = _DEFAULT_PORTS.get(url.scheme, -1)
+        _a.lib().nemolens_pool_wait(_a.host_bytes(url.host), port, (end - acq.t0) * 1000.0, outcome,
+                                    _a.CONSTRAINT_TOTAL)
+    except Exception as e:
+        _off("record", e)
+
+
+def _queued(status):
+    """The acquisition of the request that starts to wait, or None when it
+    does not wait (its connection is assigned) or is not watched."""
+    if not _on or getattr(status, "connection", True) is not None:
+        return None
+    acq = _cur.get()
+    if acq is None:
+        return None
+    if acq.t0 is None:
+        acq.t0 = _monotonic()
+        acq.request = status.request
+    acq.waiting = True
+    return acq
+
+
+def _wrap_wait_async(original):
+    @functools.wraps(original)
+    async def wait_for_connection(self, *args, **kwargs):
+        acq = _queued(self)
+        connection = await original(self, *args, **kwargs)
+        if acq is not None:
+            acq.t1 = _monotonic()
+            acq.waiting = False
+        return connection
+
+    wait_for_connection._nemolens = True
+    return wait_for_connection
+
+
+def _wrap_wait_sync(original):
+    @functools.wraps(original)
+    def wait_for_connection(self, *args, **kwargs):
+        acq = _queued(self)
+        connection = original(self, *args, **kwargs)
+        if acq is not None:
+            acq.t1 = _monotonic()
+            acq.waiting = False
+        return connection
+
+    wait_for_connection._nemolens = True
+    return wait_for_connection
+
+
+def _wrap_handle_async(original):
+    @functools.wraps(original)
+    async def handle_async_request(self, request, *args, **kwargs):
+        if not _on:
+            return await original(self, request, *args, **kwargs)
+        acq = _Acquisition()
+        token = _cur.set(acq)
+        try:
+            return await original(self, request, *args, **kwargs)
+        finally:
+            _cur.reset(token)
+            if acq.t0 is not None:
+                _record(acq)
+
+    handle_async_request._nemolens = True
+    return handle_async_request
+
+
+def _wrap_handle_sync(original):
+    @functools.wraps(original)
+    def handle_request(self, request, *args, **kwargs):
+        if not _on:
+            return original(self, request, *args, **kwargs)
+        acq = _Acquisition()
+        token = _cur.set(acq)
+        try:
+            return original(self, request, *args, **kwargs)
+        finally:
+            _cur.reset(token)
+            if acq.t0 is not None:
+                _record(acq)
+
+    handle_request._nemolens = True
+    return handle_request
+
+
+def _coroutine(f):
+    return bool(f.__code__.co_flags & _CO_COROUTINE)
+
+
+def patch():
+    import httpcore
+
+    # The pools are httpcore's public classes; the requests they queue are
+    # classes of the same modules (httpcore renames the public classes'
+    # __module__, so classes are told by their methods, once each).
+    waits, pools, seen = [], [], set()
+    for cls, attr in ((getattr(httpcore, "AsyncConnectionPool", None), "handle_async_request"),
+                      (getattr(httpcore, "ConnectionPool", None), "handle_request")):
+        f = cls.__dict__.get(attr) if isinstance(cls, type) else None
+        if f is not None and hasattr(f, "__code__"):
+            pools.append((cls, attr, f))
+    for name in _MODULES:
+        module = sys.modules.get(name)
+        for cls in list(vars(module).values()) if module is not None else ():
+            f = cls.__dict__.get("wait_for_connection") if isinstance(cls, type) else None
+            if f is not None and hasattr(f, "__code__") and cls not in seen:
+                seen.add(cls)
+                waits.append((cls, "wait_for_connection", f))
+    version = getattr(httpcore, "__version__", "?")
+    if not waits or not pools:
+        raise RuntimeError("httpcore %s: no pool requests that wait" % version)
+    for cls, attr, f in waits + pools:
+        if getattr(f, "_nemolens", False):
+            return True   # armed already (the package was reloaded)
+    # Every part first, then the patches: none or all of them.
+    wrapped = []
+    for cls, attr, f in waits:
+        wrapped.append((cls, attr, (_wrap_wait_async if _coroutine(f) else _wrap_wait_sync)(f)))
+    for cls, attr, f in pools:
+        wrapped.append((cls, attr, (_wrap_handle_async if _coroutine(f) else _wrap_handle_sync)(f)))
+    for cls, attr, f in wrapped:
+        setattr(cls, attr, f)
+    return True

@@ -1,0 +1,140 @@
+"""An aiohttp client that saturates its pools in every way NeMo Gym's
+queue_duration_ms distinguishes, and prints what aiohttp's own trace
+signals saw of each queued acquisition (the ground truth) as JSON.
+
+argv: port of server A, port of server B, port of the slow server C,
+port of server D (no destination rule).
+A is reached as 127.0.0.1, B as localhost (a host-name rule), C and D as
+127.0.0.1.
+"""
+import asyncio
+import json
+import sys
+import time
+
+import aiohttp
+
+A, B, C, D = (int(p) for p in sys.argv[1:5])
+samples = []   # [destination label, outcome, constraint, ms]
+created = {}   # destination label -> connections created
+
+
+class Ctx:
+    """A request's trace_request_ctx: which destination and limit the
+    scenario is about, and its wait: from the first queued_start to the
+    last queued_end (aiohttp 3.10+ may wake a waiter and queue it again:
+    one acquisition, one wait, as NeMo Gym counts it)."""
+
+    def __init__(self, dest, constraint):
+        self.dest, self.constraint = dest, constraint
+        self.t0 = self.t1 = None
+        self.waiting = False
+
+
+def tracer():
+    """A TraceConfig of the program's own: notes every queued acquisition
+    it sees (aiohttp's trace signals are the truth)."""
+    tc = aiohttp.TraceConfig()
+
+    async def start(session, ctx, params):
+        r = ctx.trace_request_ctx
+        if r.t0 is None:
+            r.t0 = time.monotonic()
+        r.waiting = True
+
+    async def end(session, ctx, params):
+        r = ctx.trace_request_ctx
+        r.t1 = time.monotonic()
+        r.waiting = False
+
+    async def create(session, ctx, params):
+        r = ctx.trace_request_ctx
+        created[r.dest] = created.get(r.dest, 0) + 1
+
+    tc.on_connection_queued_start.append(start)
+    tc.on_connection_queued_end.append(end)
+    tc.on_connection_create_start.append(create)
+    return tc
+
+
+async def get(session, url, dest, constraint, ctx=None):
+    """A GET, and its wait once it is over: ok when it ended with a slot,
+    abandoned when the request failed while queued (no queued_end)."""
+    ctx = ctx or Ctx(dest, constraint)
+    try:
+        async with session.get(url, trace_request_ctx=ctx) as r:
+            await r.read()
+    finally:
+        if ctx.t0 is not None:
+            if ctx.waiting:
+                samples.append([dest, "abandoned", constraint, (time.monotonic() - ctx.t0) * 1000.0])
+            else:
+                samples.append([dest, "ok", constraint, (ctx.t1 - ctx.t0) * 1000.0])
+
+
+async def total():
+    # limit=3, 30 requests at once to one server: waits for the total limit.
+    conn = aiohttp.TCPConnector(limit=3)
+    async with aiohttp.ClientSession(connector=conn, trace_configs=[tracer()]) as s:
+        await asyncio.gather(*(get(s, f"http://127.0.0.1:{A}/hold/40", "alpha", "total") for _ in range(30)))
+
+
+async def per_host():
+    # limit=100, limit_per_host=2, 20 requests to each of two servers.
+    conn = aiohttp.TCPConnector(limit=100, limit_per_host=2)
+    async with aiohttp.ClientSession(connector=conn, trace_configs=[tracer()]) as s:
+        jobs = [get(s, f"http://127.0.0.1:{A}/hold/40", "alpha", "per_host") for _ in range(20)]
+        jobs += [get(s, f"http://localhost:{B}/hold/40", "beta", "per_host") for _ in range(20)]
+        await asyncio.gather(*jobs)
+
+
+async def abandoned_by_timeout():
+    # limit=1 and 3 requests whose total timeout (1 s) ends while two are
+    # queued behind the first, which the server holds for 3 s.
+    conn = aiohttp.TCPConnector(limit=1)
+    timeout = aiohttp.ClientTimeout(total=1.0)
+    async with aiohttp.ClientSession(connector=conn, timeout=timeout, trace_configs=[tracer()]) as s:
+        jobs = [get(s, f"http://127.0.0.1:{C}/hold/3000", "gamma", "total") for _ in range(3)]
+        res = await asyncio.gather(*jobs, return_exceptions=True)
+        assert all(isinstance(r, asyncio.TimeoutError) for r in res), res
+
+
+async def abandoned_by_cancellation():
+    # The same, cancelled once two of them are seen queued.
+    conn = aiohttp.TCPConnector(limit=1)
+    async with aiohttp.ClientSession(connector=conn, trace_configs=[tracer()]) as s:
+        ctxs = [Ctx("gamma", "total") for _ in range(3)]
+        tasks = [asyncio.ensure_future(get(s, f"http://127.0.0.1:{C}/hold/3000", "gamma", "total", c))
+                 for c in ctxs]
+        for _ in range(1000):
+            if sum(c.waiting for c in ctxs) == 2:
+                break
+            await asyncio.sleep(0.01)
+        await asyncio.sleep(0.1)
+        for t in tasks:
+            t.cancel()
+        res = await asyncio.gather(*tasks, return_exceptions=True)
+        assert all(isinstance(r, asyncio.CancelledError) for r in res), res
+
+
+async def no_trace_config():
+    # A session without trace configs of its own: 5 requests, limit=1, to
+    # a server no rule names. Its truth is the schedule: 4 queued.
+    conn = aiohttp.TCPConnector(limit=1)
+    async with aiohttp.ClientSession(connector=conn) as s:
+        async def one():
+            async with s.get(f"http://127.0.0.1:{D}/hold/50") as r:
+                await r.read()
+        await asyncio.gather(*(one() for _ in range(5)))
+
+
+async def main():
+    await total()
+    await per_host()
+    await abandoned_by_timeout()
+    await abandoned_by_cancellation()
+    await no_trace_config()
+
+
+asyncio.run(main())
+json.dump({"samples": samples, "created": created, "version": aiohttp.__version__}, sys.stdout)
