@@ -46,7 +46,7 @@ set(CPACK_DEBIAN_PACKAGE_SECTION devel)
 set(CPACK_DEBIAN_PACKAGE_PRIORITY optional)
 set(CPACK_DEBIAN_PACKAGE_SHLIBDEPS ON)
 # libcurl.so.4 is opened with dlopen: dpkg-shlibdeps cannot see it.
-set(CPACK_DEBIAN_PACKAGE_DEPENDS "libcurl4 (>= 7.68)")
+set(CPACK_DEBIAN_PACKAGE_DEPENDS "libcurl4")
 # The shlibs entry of the public libnemolens.so.0 (so packages linked with it
 # depend on this one), and the ldconfig trigger Debian wants for libraries in
 # the loader's directories.
@@ -55,8 +55,9 @@ set(CPACK_DEBIAN_PACKAGE_GENERATE_SHLIBS_POLICY ">=")
 set(NL_DEB_TRIGGERS ${CMAKE_CURRENT_BINARY_DIR}/debian-control/triggers)
 file(WRITE ${NL_DEB_TRIGGERS} "activate-noawait ldconfig\n")
 # Maintainer scripts: the Python adapter (if the package has it) compiled at
-# install and its caches removed before removal; nothing else. They replace
-# CPack's, which would call ldconfig that the trigger already runs.
+# install and its caches removed before removal; nothing else. This postinst
+# replaces CPack's, which would call ldconfig (the trigger runs it); CPack's
+# postrm still does.
 set(NL_DEB_PYTHON_DIR usr/${CMAKE_INSTALL_LIBDIR}/nemolens-python)
 configure_file(${CMAKE_CURRENT_LIST_DIR}/debian/postinst.in ${CMAKE_CURRENT_BINARY_DIR}/debian-control/postinst @ONLY)
 configure_file(${CMAKE_CURRENT_LIST_DIR}/debian/prerm.in ${CMAKE_CURRENT_BINARY_DIR}/debian-control/prerm @ONLY)
