@@ -109,6 +109,10 @@ step "" "ghost :$P_GHOST (refused), slow :$P_SLOW (accept queue full)"
 step workload "$REQUESTS requests round-robin (GET /v1/work on both, POST /run, POST /verify), aiohttp pool limit $LIMIT,"
 step "" "${CLOSE_RATIO} of them 'Connection: close';"
 step "" "+ $GHOST to ghost, + $SLOW to slow (connect timeout ${CONNECT_TIMEOUT} s); export every 1000 ms"
+# Kept for the panels page: two more exports give every series the two
+# samples rate() needs.
+LINGER=()
+[ "$KEEP" -eq 1 ] && LINGER=(--linger 2.2)
 t0=$(date +%s.%N)
 rc=0
 env LD_PRELOAD="$SO" \
@@ -123,7 +127,7 @@ env LD_PRELOAD="$SO" \
 	--target "resources=http://127.0.0.1:$P_JUDGE/verify" --post resources \
 	--requests "$REQUESTS" --limit "$LIMIT" --close-ratio "$CLOSE_RATIO" \
 	--extra "ghost=http://127.0.0.1:$P_GHOST/,$GHOST" --extra "slow=http://127.0.0.1:$P_SLOW/,$SLOW" \
-	--connect-timeout "$CONNECT_TIMEOUT" >"$WORK/client.json" 2>"$WORK/client.log" || rc=$?
+	--connect-timeout "$CONNECT_TIMEOUT" "${LINGER[@]}" >"$WORK/client.json" 2>"$WORK/client.log" || rc=$?
 t1=$(date +%s.%N)
 [ "$rc" -eq 0 ] || fail "client exited with $rc: $(cat "$WORK/client.json")" "$WORK/client.log"
 step client "$("$PY" -c '

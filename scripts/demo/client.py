@@ -4,7 +4,7 @@
       --target judge=http://127.0.0.1:P2/v1/work --requests 200 --limit 4 \
       [--close-ratio 0.25] [--force-close] [--concurrency 32] \
       [--extra ghost=http://127.0.0.1:P3/,6] [--extra slow=http://127.0.0.1:P4/,3] \
-      [--connect-timeout 0.3]
+      [--connect-timeout 0.3] [--linger 0]
 
 `--requests` are spread round-robin over the targets; with `--close-ratio` a
 share of them asks the server to close the connection afterwards
@@ -12,6 +12,9 @@ share of them asks the server to close the connection afterwards
 makes every request use a new connection. `--extra name=url,count` adds
 `count` requests expected to fail (refused, or timing out on connect);
 `--post name` sends that target's requests as POST with a JSON body.
+`--linger S` keeps the process alive S seconds after the workload, so the
+shim exports once more while it lives: a series first recorded in the last
+export interval then has two samples, which rate() needs.
 Prints one JSON line: {"ok": {name: n}, "failed": {name: {error: n}}}.
 """
 import argparse
@@ -20,6 +23,7 @@ import errno
 import json
 import random
 import sys
+import time
 
 import aiohttp
 
@@ -88,13 +92,15 @@ def main():
     ap.add_argument("--force-close", action="store_true")
     ap.add_argument("--connect-timeout", type=float, default=0.3)
     ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--linger", type=float, default=0.0)
     args = ap.parse_args()
     try:
         result = asyncio.run(run(args))
     except Exception as e:  # keep the demo's output free of tracebacks
         print(json.dumps({"error": f"{type(e).__name__}: {e}"}))
         sys.exit(1)
-    print(json.dumps(result))
+    print(json.dumps(result), flush=True)
+    time.sleep(args.linger)
 
 
 if __name__ == "__main__":

@@ -24,6 +24,8 @@ import time
 import harness
 
 DEMO = os.path.join(harness.SRC, "scripts", "demo")
+# Longer than two export intervals (1 s).
+LINGER_S = 2.2
 
 
 class GymWorkload:
@@ -79,7 +81,8 @@ class GymWorkload:
              "--target", f"resources=http://127.0.0.1:{judge}/verify", "--post", "resources",
              "--requests", str(self.requests), "--limit", str(self.limit), "--close-ratio", "0.25",
              "--extra", f"ghost=http://127.0.0.1:{p['refused']}/,4",
-             "--extra", f"slow=http://127.0.0.1:{p['full']}/,2", "--connect-timeout", "0.3"],
+             "--extra", f"slow=http://127.0.0.1:{p['full']}/,2", "--connect-timeout", "0.3",
+             "--linger", str(LINGER_S)],
             env=env, capture_output=True, text=True, timeout=120)
         if proc.returncode != 0:
             raise RuntimeError(f"demo client failed ({proc.returncode}): {proc.stdout} {proc.stderr[-2000:]}")
@@ -102,6 +105,9 @@ class GymWorkload:
             vec = self.vm.wait_for(q, lambda r: bool(r) and ok(float(r[0]["value"][1])), timeout=timeout)
             if not vec or not ok(float(vec[0]["value"][1])):
                 raise RuntimeError(f"not ingested within {timeout} s: {q} -> {vec}")
+        # Two more exports of the servers' last values: every series then has
+        # at least two samples, as rate() needs (the client lingers likewise).
+        time.sleep(LINGER_S)
 
     def stop(self):
         if self.server is not None and self.server.poll() is None:
