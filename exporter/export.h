@@ -60,4 +60,15 @@ enum nl_send_result nl_transport_send(struct nl_transport *t, const uint8_t *bod
 void nl_transport_set_final(struct nl_transport *t, bool final, bool kept);
 void nl_transport_free(struct nl_transport *t);
 
+/* Around fork() (pthread_atfork handlers of the runtime): prepare waits, at
+ * most 300 us (50 ms during the one-time set-up of libcurl and its TLS
+ * library), until no thread is inside a call into those libraries, and
+ * holds them off until parent or child runs. A send that waits on the
+ * network holds nothing, so a fork never waits on a collector. A child
+ * forked while a call could not be waited for never creates a transport
+ * (nl_transport_new returns NULL there). */
+void nl_transport_fork_prepare(void);
+void nl_transport_fork_parent(void);
+void nl_transport_fork_child(void);
+
 #endif

@@ -9,11 +9,14 @@
  * so keeping it for the transport's lifetime gives HTTP keep-alive.
  *
  * A transport is used by one thread at a time; several transports may live in
- * different threads. The only global is the curl_global_init once.
+ * different threads. The globals are the curl_global_init once and the
+ * library lock below, which makes fork() safe without waiting on a
+ * collector.
  */
 #include "export.h"
 
 #include "curl_dl.h"
+#include <errno.h>
 #include <limits.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -67,6 +70,75 @@ struct nl_transport {
 enum outcome { OUT_OK, OUT_RETRY, OUT_GIVE_UP, OUT_REJECTED, OUT_ABORTED };
 
 static bool is_aborted(const _Atomic bool *abort) { return abort && atomic_load(abort); }
+
+/* ---- Fork ---------------------------------------------------------------- */
+
+/* Every call into libcurl (and through it into the TLS library, zlib and the
+ * allocator) runs under `library`; it is released only while a transfer
+ * waits on the network and while a backoff sleeps, when no library lock is
+ * held. A fork takes it first, for a bounded time (nl_transport_fork_prepare),
+ * so a child never inherits a lock that one of those libraries held midway
+ * through a call, and a fork never waits on a collector: a send stuck on a
+ * silent collector spends its time waiting, not under the lock.
+ *
+ * The one-time set-up (dlopen of libcurl, curl_global_init and the TLS
+ * library's initialisation, run-once guards a child could never pass again)
+ * may take a few milliseconds of CPU, once per process; a fork then waits
+ * for it longer, still bounded. A child forked while the lock could not be
+ * had never uses a transport: what it records stays in its segment for
+ * another process to deliver. */
+#define FORK_WAIT_US 300
+#define FORK_INIT_WAIT_MS 50
+
+static pthread_mutex_t library = PTHREAD_MUTEX_INITIALIZER;
+static _Atomic bool initialising;       /* the one-time set-up runs */
+static bool held_for_fork;              /* nl_transport_fork_prepare got the lock */
+static bool unusable;                   /* forked while a library call ran: no transport, ever */
+
+static void enter(void) { pthread_mutex_lock(&library); }
+static void leave(void) { pthread_mutex_unlock(&library); }
+
+static struct timespec realtime_in_ns(long ns)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	ts.tv_nsec += ns;
+	while (ts.tv_nsec >= 1000000000L) {
+		ts.tv_sec++;
+		ts.tv_nsec -= 1000000000L;
+	}
+	return ts;
+}
+
+void nl_transport_fork_prepare(void)
+{
+	struct timespec ts = realtime_in_ns(FORK_WAIT_US * 1000L);
+	int rc = pthread_mutex_timedlock(&library, &ts);
+	if (rc == ETIMEDOUT && atomic_load(&initialising)) {
+		ts = realtime_in_ns(FORK_INIT_WAIT_MS * 1000000L);
+		rc = pthread_mutex_timedlock(&library, &ts);
+	}
+	held_for_fork = rc == 0;
+}
+
+void nl_transport_fork_parent(void)
+{
+	if (held_for_fork)
+		leave();
+	held_for_fork = false;
+}
+
+void nl_transport_fork_child(void)
+{
+	/* Without the lock, another thread of the parent was inside a library
+	 * call: its locks may be held in this child for ever. The mutex itself
+	 * belongs to that thread and is never touched again here. */
+	if (held_for_fork)
+		leave();
+	else
+		unusable = true;
+	held_for_fork = false;
+}
 
 /* ---- Small helpers ------------------------------------------------------- */
 
@@ -287,8 +359,19 @@ struct nl_transport *nl_transport_new(const struct nl_transport_config *cfg)
 		nl_warn_once("otlp.no_endpoint", "no OTLP endpoint configured: metrics are not exported");
 		return NULL;
 	}
-	if (nl_curl_load() != 0)
+	if (unusable) {
+		nl_debug("forked while the exporter was in a library call: this process leaves its values "
+			 "to another process to deliver");
 		return NULL;
+	}
+	enter();
+	atomic_store(&initialising, true);
+	int loaded = nl_curl_load();
+	atomic_store(&initialising, false);
+	if (loaded != 0) {
+		leave();
+		return NULL;
+	}
 	struct nl_transport *t = calloc(1, sizeof *t);
 	if (!t)
 		goto oom;
@@ -308,12 +391,15 @@ struct nl_transport *nl_transport_new(const struct nl_transport_config *cfg)
 	if (rc != CURLE_OK) {
 		nl_warn_once("otlp.setup", "cannot set up the OTLP exporter for %s: %s", t->endpoint,
 			     nl_curl.easy_strerror(rc));
+		leave();
 		nl_transport_free(t);
 		return NULL;
 	}
+	leave();
 	return t;
 oom:
 	nl_warn_once("otlp.oom", "out of memory setting up the OTLP exporter: metrics are not exported");
+	leave();
 	nl_transport_free(t);
 	return NULL;
 }
@@ -336,12 +422,14 @@ void nl_transport_free(struct nl_transport *t)
 {
 	if (!t)
 		return;
+	enter();
 	if (t->easy)
 		nl_curl.easy_cleanup(t->easy);
 	if (t->multi)
 		nl_curl.multi_cleanup(t->multi);  /* closes the kept-alive connection */
 	nl_curl.slist_free_all(t->headers);
 	nl_curl.slist_free_all(t->headers_gzip);
+	leave();
 	free(t->resp.data);
 	free(t->endpoint);
 	free(t);
@@ -421,8 +509,13 @@ static CURLcode run_transfer(struct nl_transport *t)
 		mc = nl_curl.multi_perform(t->multi, &running);
 		if (mc == CURLM_OK && running && is_aborted(t->abort))
 			rc = CURLE_ABORTED_BY_CALLBACK;
-		else if (mc == CURLM_OK && running)
+		else if (mc == CURLM_OK && running) {
+			/* Waiting on the network holds no library lock: a fork
+			 * may happen meanwhile (the top of this file). */
+			leave();
 			mc = nl_curl.multi_poll(t->multi, NULL, 0, SLICE_MS, NULL);
+			enter();
+		}
 		if (mc != CURLM_OK || rc == CURLE_ABORTED_BY_CALLBACK)
 			break;
 	}
@@ -619,7 +712,10 @@ static enum outcome send_with_retries(struct nl_transport *t, uint64_t deadline_
 					 t->endpoint, attempts);
 			return OUT_GIVE_UP;
 		}
-		if (sleep_until(now + delay_ms * NS_PER_MS, t->abort))
+		leave();
+		bool aborted = sleep_until(now + delay_ms * NS_PER_MS, t->abort);
+		enter();
+		if (aborted)
 			return OUT_ABORTED;
 	}
 }
@@ -667,10 +763,12 @@ enum nl_send_result nl_transport_send(struct nl_transport *t, const uint8_t *bod
 		return NL_SEND_RETRYABLE_FAILED;
 
 	uint8_t *owned;
+	enter();
 	CURLcode rc = set_body(t, body, len, &owned);
 	if (rc != CURLE_OK) {
 		nl_warn_once("otlp.setup", "cannot set up the OTLP exporter for %s: %s", t->endpoint,
 			     nl_curl.easy_strerror(rc));
+		leave();
 		free(owned);
 		return NL_SEND_RETRYABLE_FAILED;
 	}
@@ -680,6 +778,7 @@ enum nl_send_result nl_transport_send(struct nl_transport *t, const uint8_t *bod
 	/* curl keeps only a pointer to the body: forget it before freeing it. */
 	nl_curl.easy_setopt(t->easy, CURLOPT_POSTFIELDS, (const char *)"");
 	nl_curl.easy_setopt(t->easy, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)0);
+	leave();
 	free(owned);
 	return to_result(out);
 }

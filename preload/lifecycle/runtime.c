@@ -52,7 +52,6 @@ static pthread_t thread;
 static bool thread_running;             /* under lock */
 static bool stopping;                   /* under lock */
 static bool thread_ready;               /* under lock: the thread has set itself up and waits */
-static bool library_init;               /* under lock: libcurl and its TLS library are being set up */
 static bool busy;                       /* under lock: the thread exports, samples or delivers */
 static _Atomic bool abort_send;         /* makes an in-flight export give up */
 static _Atomic bool flushed_at_exit;
@@ -130,17 +129,8 @@ static struct nl_transport *ensure_transport(struct nl_transport **tp)
 	if (!*tp) {
 		struct nl_transport_config tc = nl_adopt_transport_config(&cfg, user_agent);
 		/* The first transport loads and initialises libcurl and its TLS
-		 * library, whose locks (a spin lock, run-once guards) a fork would
-		 * leave held in the child forever: fork waits for it
-		 * (atfork_prepare). */
-		pthread_mutex_lock(&lock);
-		library_init = true;
-		pthread_mutex_unlock(&lock);
+		 * library; a fork meanwhile waits for that (export.h). */
 		*tp = nl_transport_new(&tc);
-		pthread_mutex_lock(&lock);
-		library_init = false;
-		pthread_cond_broadcast(&wake);
-		pthread_mutex_unlock(&lock);
 		static _Atomic bool registered;
 		if (!atomic_exchange(&registered, true))
 			register_exit_flush();
@@ -420,12 +410,27 @@ static void start_on_first_record(void)
 
 /* ---- exit ---------------------------------------------------------------- */
 
+/* How long the exit flush waits for a collector's answer when the segment
+ * can stay for another process to deliver: nothing is lost by giving up
+ * then, so a collector that does not answer costs the exit no more than
+ * this (after the export libraries were loaded, a CPU cost of their own).
+ * Otherwise the flush is the values' last chance, and gets all of
+ * NEMOLENS_EXIT_TIMEOUT_MS. An answering collector on the same network
+ * takes a few milliseconds. */
+#define EXIT_QUICK_MS 60
+
 /* The exit flush runs on the program's own thread, with the program's signal
  * mask: a write to a collector connection the peer has closed must not raise
  * a SIGPIPE there. It is blocked for the export, and one that the export
  * raised is taken off again before the mask is restored. */
 static void export_quietly(struct nl_transport **tp, uint64_t deadline)
 {
+	if (cfg.exporter == NL_EXPORTER_OTLP && nl_seg_keepable()) {
+		ensure_transport(tp);
+		uint64_t quick = nl_monotonic_ns() + (uint64_t)EXIT_QUICK_MS * 1000000u;
+		if (quick < deadline)
+			deadline = quick;
+	}
 	sigset_t pipe_set, old, pending;
 	sigemptyset(&pipe_set);
 	sigaddset(&pipe_set, SIGPIPE);
@@ -463,6 +468,7 @@ static void export_quietly(struct nl_transport **tp, uint64_t deadline)
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
 }
 
+
 static void flush_at_exit(void)
 {
 	bool expected = false;
@@ -471,6 +477,7 @@ static void flush_at_exit(void)
 	NL_KEEP_ERRNO;
 	nl_hooks_bypass = 1;
 	uint64_t deadline = nl_monotonic_ns() + (uint64_t)cfg.exit_timeout_ms * 1000000u;
+	long ms = cfg.exit_timeout_ms < EXIT_QUICK_MS ? cfg.exit_timeout_ms : EXIT_QUICK_MS;
 
 	/* Stop the thread: an export it has in flight gives up at once. */
 	pthread_mutex_lock(&lock);
@@ -479,7 +486,7 @@ static void flush_at_exit(void)
 	if (thread_running) {
 		atomic_store(&abort_send, true);
 		pthread_cond_broadcast(&wake);
-		struct timespec ts = monotonic_in_ms(200);
+		struct timespec ts = monotonic_in_ms(ms < 200 ? ms : 200);
 		while (thread_running && pthread_cond_timedwait(&wake, &lock, &ts) != ETIMEDOUT)
 			;
 		joinable = !thread_running;
@@ -498,36 +505,48 @@ static void flush_at_exit(void)
 
 /* ---- fork --------------------------------------------------------------- */
 
+/* ASan's allocator (as of GCC 12) takes no care of fork: a child forked
+ * while another thread is inside malloc inherits its lock held. The shim's
+ * thread allocates through all of its work, so in such a build a fork waits
+ * for that work, bounded; elsewhere it never does (the libraries' own locks
+ * are the transport's to wait for, export.h). */
+#if defined(__SANITIZE_ADDRESS__)
+#define FORK_WAITS_FOR_WORK 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define FORK_WAITS_FOR_WORK 1
+#endif
+#endif
+
 static void atfork_prepare(void)
 {
 	pthread_mutex_lock(&lock);
-	/* Two moments of the shim's own threads that a fork must not cut in
-	 * two, since the child would inherit locks held there forever: a thread
-	 * created a moment ago still setting itself up (its stack, a
-	 * sanitizer's allocator, which does not take care of fork), and the one
-	 * time libcurl and its TLS library are initialised. The fork waits for
-	 * them, bounded; never for an export or a delivery. */
-	if ((thread_running && !thread_ready) || library_init) {
+	/* A thread created a moment ago still setting itself up (its stack, a
+	 * sanitizer's allocator): a fork must not cut that in two, since the
+	 * child would inherit locks held there for ever. It takes microseconds
+	 * and never depends on the collector; the wait is bounded anyway. */
+	if (thread_running && !thread_ready) {
 		struct timespec ts = monotonic_in_ms(2000);
-		while (((thread_running && !thread_ready) || library_init) &&
-		       pthread_cond_timedwait(&wake, &lock, &ts) != ETIMEDOUT)
+		while (thread_running && !thread_ready && pthread_cond_timedwait(&wake, &lock, &ts) != ETIMEDOUT)
 			;
 	}
-	/* Nor, for a moment, the thread's work: an export takes a few
-	 * milliseconds, and a child that inherits the thread's allocator or
-	 * library locks mid-work may wait on them forever. A slow collector
-	 * does not hold the fork back longer than this. */
+#ifdef FORK_WAITS_FOR_WORK
 	if (busy) {
 		struct timespec ts = monotonic_in_ms(100);
 		while (busy && pthread_cond_timedwait(&wake, &lock, &ts) != ETIMEDOUT)
 			;
 	}
+#endif
+	/* Calls into libcurl, the TLS library and zlib: a few hundred
+	 * microseconds at most; an export waiting on the collector holds none. */
+	nl_transport_fork_prepare();
 	nl_registry_atfork_prepare();
 }
 
 static void atfork_parent(void)
 {
 	nl_registry_atfork_parent();
+	nl_transport_fork_parent();
 	pthread_mutex_unlock(&lock);
 	/* The child may die before it exports; this process is the one that
 	 * outlives it, so it delivers what the child leaves. Published, it
@@ -546,6 +565,7 @@ static void atfork_child(void)
 	int bypass = nl_hooks_bypass;
 	nl_hooks_bypass = 1;
 	nl_registry_atfork_child();
+	nl_transport_fork_child();
 	nl_hooks_bypass = bypass;
 	nl_log_atfork_child();   /* another process of the tree: quiet by default */
 	pthread_mutex_init(&lock, NULL);
@@ -556,7 +576,6 @@ static void atfork_child(void)
 	pthread_condattr_destroy(&ca);
 	thread_running = false;
 	thread_ready = false;
-	library_init = false;
 	busy = false;
 	stopping = false;
 	atomic_store(&nl_runtime_kicked, false);
