@@ -470,6 +470,7 @@ static void fresh_header(struct nl_seg_header *h)
 {
 	atomic_store(&h->state, NL_SEG_UNNAMED);
 	atomic_store(&h->exported, 0);
+	atomic_store(&h->exporter, 0);
 	h->pid = self_pid;
 	h->proc_start = 0;
 	h->resource = 0;
@@ -724,6 +725,7 @@ bool nl_seg_publish(const struct nl_seg_identity *id)
 	h->flags = id->flags;
 	h->interval_ms = id->interval_ms;
 	h->delivery_key = id->delivery_key;
+	atomic_store(&h->exporter, id->exporter);
 	size_t nr = id->n_resource < 128 ? id->n_resource : 128;
 	uint64_t res;
 	if (nl_seg_put_attrs(id->resource, nr, &res)) {
@@ -754,6 +756,20 @@ void nl_seg_mark_exported(void)
 }
 
 bool nl_seg_exported(void) { return nl_seg_base && atomic_load(&nl_seg_header()->exported); }
+
+uint32_t nl_seg_exporter(void) { return atomic_load(&published) ? atomic_load(&nl_seg_header()->exporter) : 0; }
+
+void nl_seg_set_exporter(uint32_t pid)
+{
+	if (atomic_load(&published))
+		atomic_store(&nl_seg_header()->exporter, pid);
+}
+
+bool nl_seg_exporter_alive(void)
+{
+	uint32_t pid = nl_seg_exporter();
+	return pid && pid_alive((int)pid);
+}
 
 /* Async-signal-safe: no stdio. */
 static void remove_name(void)
@@ -1136,4 +1152,83 @@ void nl_seg_release(struct nl_seg_leftover *l, bool delivered)
 	free(l->data);
 	l->fd = -1;
 	l->data = NULL;
+}
+
+/* ---- live segments, for the process that exports them ---------------------- */
+
+static bool is_one_of(uint32_t pid, const uint32_t *pids, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		if (pids[i] == pid)
+			return true;
+	return false;
+}
+
+size_t nl_seg_read_exported(uint64_t key, const uint32_t *exporters, size_t n_exporters,
+			    void (*fn)(const uint8_t *data, size_t len, void *arg), void *arg)
+{
+	int dfd = open_dir();
+	if (dfd < 0 || !n_exporters)
+		return 0;
+	DIR *d = fdopendir(dfd);
+	if (!d) {
+		close(dfd);
+		return 0;
+	}
+	size_t n = 0;
+	struct dirent *e;
+	while ((e = readdir(d))) {
+		uint64_t k;
+		long pid;
+		enum kind kind;
+		if (!parse_name(e->d_name, &k, &pid, &kind) || k != key || kind != K_OWN || !pid_alive((int)pid))
+			continue;
+		int fd = openat(dirfd(d), e->d_name, O_RDWR | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+		if (fd < 0)
+			continue;
+		struct stat st;
+		struct nl_seg_header h;
+		bool ok = fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_uid == euid() &&
+			  (size_t)st.st_size >= sizeof h && (uint64_t)st.st_size <= MAX_FILE &&
+			  pread(fd, &h, sizeof h, 0) == (ssize_t)sizeof h && memcmp(h.magic, NL_SEG_MAGIC, 8) == 0 &&
+			  h.version == NL_SEG_VERSION && h.header_size == sizeof h &&
+			  h.layout == nl_registry_layout() && atomic_load(&h.state) == NL_SEG_LIVE && h.pid == pid &&
+			  h.delivery_key == key && is_one_of(atomic_load(&h.exporter), exporters, n_exporters) &&
+			  (!h.proc_start || pid_start((int)pid) == h.proc_start);
+		uint64_t used = ok ? atomic_load(&h.used) : 0;
+		ok = ok && used >= NL_SEG_DATA && used <= (uint64_t)st.st_size;
+		/* The copy's header may link records allocated after `used` was
+		 * read: then again, with the copy's size (the file grows ahead). */
+		uint8_t *data = NULL;
+		for (int tries = 0; ok && !data && tries < 3; tries++) {
+			data = malloc((size_t)used);
+			if (!data || pread(fd, data, (size_t)used, 0) != (ssize_t)used) {
+				ok = false;
+				break;
+			}
+			uint64_t now_used = atomic_load(&((struct nl_seg_header *)data)->used);
+			if (now_used > used) {
+				free(data);
+				data = NULL;
+				fstat(fd, &st);
+				used = now_used <= (uint64_t)st.st_size ? now_used : (uint64_t)st.st_size;
+			}
+		}
+		if (ok && data) {
+			uint32_t me = exporters[0];
+			uint64_t now = realtime_ns();
+			if (atomic_load(&h.exporter) != me) {
+				ssize_t w = pwrite(fd, &me, sizeof me, (off_t)offsetof(struct nl_seg_header, exporter));
+				(void)w;
+			}
+			ssize_t w = pwrite(fd, &now, sizeof now, (off_t)offsetof(struct nl_seg_header, heartbeat_ns));
+			(void)w;
+			fn(data, (size_t)used, arg);
+			n++;
+		}
+		free(data);
+		close(fd);
+	}
+	closedir(d);
+	return n;
 }

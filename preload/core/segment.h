@@ -106,7 +106,9 @@ struct nl_seg_header {
 	uint32_t interval_ms;
 	_Atomic uint64_t heartbeat_ns;  /* CLOCK_REALTIME of the owner's last sign of life */
 	_Atomic uint32_t exported;      /* an export under this identity may have reached a collector */
-	uint32_t reserved;
+	/* The pid of the process that exports this segment while its owner
+	 * lives (nemolens-run, for its tree), 0: the owner exports itself. */
+	_Atomic uint32_t exporter;
 };
 
 /* ---- this process's arena ------------------------------------------------ */
@@ -148,6 +150,7 @@ struct nl_seg_identity {
 	uint32_t flags;                 /* NL_SEG_DELTA_* */
 	uint32_t interval_ms;
 	uint64_t delivery_key;
+	uint32_t exporter;              /* nl_seg_header.exporter */
 };
 
 /* At the process's first recording: writes the identity, then the state
@@ -185,6 +188,13 @@ bool nl_seg_predecessor_found(void);
  * process recorded or forked, so its background thread delivers leftovers. */
 bool nl_seg_pid_published(int pid, uint64_t key);
 
+/* The pid that exports this process's live segment (0: none, it exports
+ * itself), and whether that process is alive. */
+uint32_t nl_seg_exporter(void);
+bool nl_seg_exporter_alive(void);
+/* This process exports itself from now on (0), or pid does. */
+void nl_seg_set_exporter(uint32_t pid);
+
 /* ---- leftovers ----------------------------------------------------------- */
 
 /* Identifies the destination: the endpoint and what is sent with it
@@ -219,6 +229,16 @@ size_t nl_seg_claim(uint64_t key, uint64_t max_age_ns, bool thorough, struct nl_
 /* Gives a claimed segment back. delivered: marked done and removed; else
  * left for the next attempt. */
 void nl_seg_release(struct nl_seg_leftover *l, bool delivered);
+
+/* Live segments exported by another process (nemolens-run): calls fn with a
+ * private copy of every segment with delivery key key whose owner runs and
+ * whose exporter is one of the n pids in exporters; first sets their
+ * exporter to exporters[0] (a successor taking over) and their heartbeat to
+ * now (the exporter's sign of life stands in for the owner's, which has no
+ * thread). Returns how many fn got. Takes no lock: a live segment's values
+ * are atomics and its records are complete before they are linked. */
+size_t nl_seg_read_exported(uint64_t key, const uint32_t *exporters, size_t n,
+			    void (*fn)(const uint8_t *data, size_t len, void *arg), void *arg);
 
 /* Readers' validation: the NUL-terminated string at off inside data[0,len),
  * or NULL; and n attributes into out (strings pointing into data). False

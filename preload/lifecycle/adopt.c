@@ -154,3 +154,48 @@ size_t nl_adopt_run(const struct nl_adopter *a, uint64_t deadline_ns, bool thoro
 		*send_failed = !ok;
 	return delivered;
 }
+
+/* ---- live segments (nemolens-run) ------------------------------------------ */
+
+struct live {
+	const struct nl_adopter *a;
+	uint64_t deadline_ns;
+	struct body body;
+	size_t points;
+	bool ok;
+};
+
+static void take_live(const uint8_t *data, size_t len, void *arg)
+{
+	struct live *lv = arg;
+	if (!lv->ok)
+		return;
+	struct nl_snapshot *snap = nl_snapshot_of_segment(data, len, nl_realtime_ns());
+	uint8_t *enc = NULL;
+	size_t enc_len = 0;
+	if (snap && snap->n_points > 0) {
+		snap->scope_name = "nemo.lens";
+		snap->scope_version = NL_VERSION;
+		if (nl_otlp_encode(snap, &enc, &enc_len) == 0 && append(&lv->body, enc, enc_len))
+			lv->points += snap->n_points;
+	}
+	free(enc);
+	nl_snapshot_free(snap);
+	if (lv->body.len >= BODY_MAX)
+		lv->ok = send_batch(lv->a, &lv->body, lv->deadline_ns);
+}
+
+size_t nl_adopt_live(const struct nl_adopter *a, const uint32_t *exporters, size_t n_exporters, uint64_t deadline_ns,
+		     size_t *points, bool *send_failed)
+{
+	struct live lv = { .a = a, .deadline_ns = deadline_ns, .ok = true };
+	size_t n = nl_seg_read_exported(nl_seg_delivery_key(a->cfg), exporters, n_exporters, take_live, &lv);
+	if (lv.ok && lv.body.len)
+		lv.ok = send_batch(a, &lv.body, deadline_ns);
+	free(lv.body.buf);
+	if (points)
+		*points = lv.points;
+	if (send_failed)
+		*send_failed = !lv.ok;
+	return n;
+}

@@ -35,6 +35,15 @@ struct nl_adopter {
  * *send_failed (may be NULL) says whether a send to the collector failed. */
 size_t nl_adopt_run(const struct nl_adopter *a, uint64_t deadline_ns, bool thorough, bool *send_failed);
 
+/* nemolens-run's export for its tree: exports the live segments whose
+ * exporter is one of exporters (segment.h, nl_seg_read_exported; the first
+ * is this process), each under its owner's resource and start time, in as
+ * few requests as fit, until deadline_ns. Returns how many segments were
+ * read; *points (may be NULL) how many points they exported. A send that
+ * fails loses nothing: cumulative values go again at the next interval. */
+size_t nl_adopt_live(const struct nl_adopter *a, const uint32_t *exporters, size_t n_exporters, uint64_t deadline_ns,
+		     size_t *points, bool *send_failed);
+
 /* The transport settings for cfg's endpoint. */
 struct nl_transport_config nl_adopt_transport_config(const struct nl_config *cfg, const char *user_agent);
 
