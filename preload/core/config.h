@@ -77,6 +77,9 @@ struct nl_config {
  * its own environment at load when no shim ancestor did, so that every
  * descendant inherits it (through any non-shim process in between). */
 #define NL_ENV_OUTERMOST "NEMOLENS_OUTERMOST_PID"
+/* Set by nemolens-run for its program: its own pid, the process that exports
+ * the segments of the whole tree (README, "Export"). */
+#define NL_ENV_RUN_EXPORTER "NEMOLENS_RUN_EXPORTER"
 
 typedef const char *(*nl_getenv_fn)(const char *name);
 

@@ -61,6 +61,11 @@ static struct nl_transport *transport;  /* the exporter thread's, then the exit 
 static struct nl_transport *exit_transport;
 
 static bool can_adopt;                  /* segments are on: leftovers can be delivered from here */
+/* nemolens-run's pid (NL_ENV_RUN_EXPORTER), when it exports for its tree
+ * and this configuration lets it: this process's segment then names it as
+ * its exporter, and the process starts no thread and does no exit flush
+ * while that process lives (README, "Export"). */
+static uint32_t run_exporter;
 static _Atomic bool thread_ever;        /* this process ran the thread: it delivers leftovers at exit too */
 static uint64_t delivery_key;           /* of this configuration (nl_seg_delivery_key) */
 /* CLOCK_MONOTONIC of the last failed send to the collector (0: none since
@@ -216,6 +221,7 @@ static void publish_segment(void)
 			 (cfg.delta_histograms ? NL_SEG_DELTA_HISTOGRAMS : 0),
 		.interval_ms = (uint32_t)cfg.export_interval_ms,
 		.delivery_key = delivery_key,
+		.exporter = run_exporter && kill((pid_t)run_exporter, 0) == 0 ? run_exporter : 0,
 	};
 	int saved = nl_hooks_bypass;
 	nl_hooks_bypass = 1;   /* the shim's own files */
@@ -404,6 +410,22 @@ static void start_on_first_record(void)
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
 	if (cfg.exporter == NL_EXPORTER_NONE)
 		return;
+	/* nemolens-run exports this segment: nothing more runs here. */
+	if (nl_seg_exporter())
+		return;
+	register_exit_flush();
+	start_thread();
+}
+
+/* The exporter named in the segment is gone (nemolens-run was killed, or
+ * this process outlived its tree's keeper): from now on this process
+ * exports for itself. Whatever the exporter read last went out already;
+ * values are cumulative, so what it did not read goes with the next export. */
+static void take_over_export(void)
+{
+	if (!nl_seg_exporter() || nl_seg_exporter_alive())
+		return;
+	nl_seg_set_exporter(0);
 	register_exit_flush();
 	start_thread();
 }
@@ -473,6 +495,9 @@ static void flush_at_exit(void)
 {
 	bool expected = false;
 	if (!atomic_load(&nl_recording) || !atomic_compare_exchange_strong(&flushed_at_exit, &expected, true))
+		return;
+	/* The exporter delivers the segment, as it stands, within an interval. */
+	if (nl_seg_exporter_alive())
 		return;
 	NL_KEEP_ERRNO;
 	nl_hooks_bypass = 1;
@@ -551,8 +576,10 @@ static void atfork_parent(void)
 	/* The child may die before it exports; this process is the one that
 	 * outlives it, so it delivers what the child leaves. Published, it
 	 * tells the child so (parent_adopts()). */
-	if (can_adopt)
+	if (can_adopt) {
 		start_on_first_record();   /* the segment, as at a first record, and the thread */
+		take_over_export();
+	}
 }
 
 static void atfork_child(void)
@@ -633,6 +660,16 @@ bool nl_runtime_load(void)
 	nl_httpmetrics_init(&cfg);
 	nl_resource_build(&resource, &cfg);
 	nl_memsampler_init(&cfg);
+	/* nemolens-run reads segments as they are: cumulative values, no
+	 * sampler (it runs in each process), its own collector. */
+	const char *runner = getenv(NL_ENV_RUN_EXPORTER);
+	if (runner && can_adopt && cfg.adopt == NL_ADOPT_OWN && !cfg.delta_counters && !cfg.delta_histograms &&
+	    !nl_memsampler_active()) {
+		char *end;
+		unsigned long pid = strtoul(runner, &end, 10);
+		if (*runner && !*end && pid > 0 && pid < (1ul << 31))
+			run_exporter = (uint32_t)pid;
+	}
 	mark_tree();
 	pthread_atfork(atfork_prepare, atfork_parent, atfork_child);
 	nl_runtime_set_starter(start_on_first_record);
