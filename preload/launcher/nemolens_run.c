@@ -41,9 +41,12 @@
  * and timeout(1) do; 2 for a usage error.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <getopt.h>
 #include <limits.h>
 #include <link.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <signal.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -51,6 +54,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "adopt.h"
@@ -125,6 +129,179 @@ static void nl_deliver_leftovers(void)
 		nl_transport_free(d.transport);
 	}
 	nl_config_free(&cfg);
+}
+
+/* ---- the tree's export -------------------------------------------------- */
+
+/* While the program runs, this process exports for its whole tree: every
+ * export interval it reads the segments of the processes that name it as
+ * their exporter (NL_ENV_RUN_EXPORTER), live ones as they stand, and
+ * delivers those whose owner ended; each under its owner's resource and
+ * start time. The processes themselves start no thread, load no export
+ * library and open no socket of the shim's. A thread of this process does
+ * it, so that a collector that does not answer never delays the signals
+ * this process passes on, nor its exit. */
+struct tree {
+	struct nl_config cfg;
+	struct delivery d;
+	bool on;
+	uint32_t exporters[2];          /* this process, and the one it took over from */
+	size_t n_exporters;
+	uint64_t interval_ns;
+	unsigned rounds;
+	pthread_t thread;
+	bool running;
+	pthread_mutex_t mu;
+	pthread_cond_t cv;
+	bool stop;                      /* under mu */
+	_Atomic bool abort;             /* an in-flight send gives up */
+};
+
+/* How long the last export waits for a collector's answer: what it cannot
+ * deliver stays in the segments, for the next process to deliver. */
+#define TREE_QUICK_MS 60
+
+static void tree_setup(struct tree *t)
+{
+	/* The program says what is wrong with the variables. */
+	enum nl_log_level level = nl_log_get_level();
+	nl_log_set_level(NL_LOG_NONE);
+	nl_config_load(&t->cfg, env_lookup, "nemolens-run");
+	nl_log_set_level(level);
+	const struct nl_config *c = &t->cfg;
+	t->on = c->enabled && c->metrics_enabled && c->exporter == NL_EXPORTER_OTLP && c->adopt == NL_ADOPT_OWN &&
+		!c->delta_counters && !c->delta_histograms && !c->memory_profiling && nl_seg_configure(c) == 0;
+	t->d.cfg = c;
+	snprintf(t->d.user_agent, sizeof t->d.user_agent, "nemolens-preload/%s", NL_VERSION);
+	t->exporters[0] = (uint32_t)getpid();
+	t->n_exporters = 1;
+	t->interval_ns = (uint64_t)c->export_interval_ms * 1000000u;
+	if (t->on) {
+		char pid[24];
+		snprintf(pid, sizeof pid, "%u", t->exporters[0]);
+		setenv(NL_ENV_RUN_EXPORTER, pid, 1);
+	}
+}
+
+/* One export of the tree: the dead first (their last values), then the
+ * live. Returns how many live segments were read. */
+static size_t tree_export(struct tree *t, bool thorough, uint64_t deadline_ns)
+{
+	struct nl_adopter a = { .cfg = &t->cfg, .transport = delivery_transport, .arg = &t->d, .abort = &t->abort };
+	nl_adopt_run(&a, deadline_ns, thorough, NULL);
+	size_t points = 0;
+	size_t n = nl_adopt_live(&a, t->exporters, t->n_exporters, deadline_ns, &points, NULL);
+	nl_debug("tree export: %zu live segments, %zu points", n, points);
+	t->rounds++;
+	return n;
+}
+
+static struct timespec monotonic_at(uint64_t ns)
+{
+	return (struct timespec){ .tv_sec = (time_t)(ns / 1000000000u), .tv_nsec = (long)(ns % 1000000000u) };
+}
+
+static void *tree_main(void *arg)
+{
+	struct tree *t = arg;
+	pthread_mutex_lock(&t->mu);
+	uint64_t next = nl_monotonic_ns() + t->interval_ns;
+	while (!t->stop) {
+		struct timespec ts = monotonic_at(next);
+		if (pthread_cond_timedwait(&t->cv, &t->mu, &ts) != ETIMEDOUT || t->stop)
+			continue;
+		pthread_mutex_unlock(&t->mu);
+		/* Zombies and exec'd images (segments named after live pids)
+		 * every tenth time. */
+		tree_export(t, t->rounds % 10 == 9, nl_monotonic_ns() + t->interval_ns);
+		next = nl_monotonic_ns() + t->interval_ns;
+		pthread_mutex_lock(&t->mu);
+	}
+	pthread_mutex_unlock(&t->mu);
+	return NULL;
+}
+
+static void tree_start(struct tree *t)
+{
+	if (!t->on)
+		return;
+	pthread_condattr_t ca;
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_cond_init(&t->cv, &ca);
+	pthread_condattr_destroy(&ca);
+	pthread_mutex_init(&t->mu, NULL);
+	t->running = pthread_create(&t->thread, NULL, tree_main, t) == 0;
+}
+
+static void tree_stop(struct tree *t)
+{
+	if (!t->running)
+		return;
+	pthread_mutex_lock(&t->mu);
+	t->stop = true;
+	atomic_store(&t->abort, true);
+	pthread_cond_broadcast(&t->cv);
+	pthread_mutex_unlock(&t->mu);
+	pthread_join(t->thread, NULL);
+	atomic_store(&t->abort, false);
+	t->running = false;
+}
+
+/* Processes of the tree outlive the program (daemons): a process of its
+ * own, detached from the terminal and its job, keeps exporting for them
+ * until the last one ended, so that nemolens-run itself exits with its
+ * program. They run on without a thread of their own meanwhile. */
+static void tree_keep(struct tree *t, const sigset_t *mask)
+{
+	pid_t k = fork();
+	if (k != 0)
+		return;   /* the launcher (or fork failed: each process exports itself at exit) */
+	setsid();
+	sigprocmask(SIG_SETMASK, mask, NULL);
+	int null = open("/dev/null", O_RDWR | O_CLOEXEC);
+	if (null >= 0) {
+		dup2(null, STDIN_FILENO);
+		dup2(null, STDOUT_FILENO);
+		dup2(null, STDERR_FILENO);
+		if (null > STDERR_FILENO)
+			close(null);
+	}
+	t->exporters[1] = t->exporters[0];
+	t->exporters[0] = (uint32_t)getpid();
+	t->n_exporters = 2;
+	/* The launcher's connection is the launcher's: a transport of its own. */
+	t->d.transport = NULL;
+	/* At once: the segments name this process from now on, before the
+	 * processes find the launcher gone and export for themselves. */
+	while (tree_export(t, t->rounds % 10 == 9, nl_monotonic_ns() + t->interval_ns) > 0) {
+		struct timespec ts = monotonic_at(t->interval_ns);
+		while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
+			;
+	}
+	/* The last one ended a moment ago: it has let go of its segment. */
+	tree_export(t, true, nl_monotonic_ns() + (uint64_t)t->cfg.exit_timeout_ms * 1000000u);
+	nl_transport_free(t->d.transport);
+	_exit(0);
+}
+
+/* After the program ended: the program's last values and its descendants'
+ * as they stand, then a keeper for those that live on. */
+static void tree_finish(struct tree *t, const sigset_t *mask)
+{
+	tree_stop(t);
+	uint64_t deadline = nl_monotonic_ns() + (uint64_t)t->cfg.exit_timeout_ms * 1000000u;
+	/* A collector that does not answer costs the exit little: nothing is
+	 * lost, the segments stay. */
+	if (delivery_transport(&t->d)) {
+		uint64_t quick = nl_monotonic_ns() + TREE_QUICK_MS * 1000000ull;
+		if (quick < deadline)
+			deadline = quick;
+	}
+	if (tree_export(t, true, deadline) > 0)
+		tree_keep(t, mask);
+	nl_transport_free(t->d.transport);
+	t->d.transport = NULL;
 }
 
 static void usage(void)
@@ -621,6 +798,8 @@ static int run(char **argv)
 	sigaction(SIGCHLD, &dfl, &saved_chld);
 	/* Blocked before the fork, so none arriving from now on is missed. */
 	sigprocmask(SIG_BLOCK, &waited, &saved_mask);
+	static struct tree tree;
+	tree_setup(&tree);
 
 	pid_t child = fork();
 	if (child < 0) {
@@ -637,6 +816,8 @@ static int run(char **argv)
 		_exit(err == ENOENT || err == ENOTDIR ? EXIT_NOT_FOUND : EXIT_CANNOT_EXEC);
 	}
 
+	/* After the fork: the program is not a copy of a process with threads. */
+	tree_start(&tree);
 	int status = 0;
 	for (;;) {
 		siginfo_t si;
@@ -658,7 +839,12 @@ static int run(char **argv)
 			kill(child, sig);
 	}
 
-	nl_deliver_leftovers();
+	if (tree.on) {
+		tree_finish(&tree, &saved_mask);
+	} else {
+		nl_deliver_leftovers();
+	}
+	nl_config_free(&tree.cfg);
 	if (WIFSIGNALED(status))
 		return 128 + WTERMSIG(status);
 	return WIFEXITED(status) ? WEXITSTATUS(status) : EXIT_LAUNCHER;
