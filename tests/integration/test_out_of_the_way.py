@@ -1,11 +1,17 @@
-"""Out of the program's way: a collector that accepts connections and never
+"""Out of the program's way. A collector that accepts connections and never
 answers holds no fork back and costs an exit little, and what the processes
 recorded meanwhile is not lost: once the collector answers, every value of
-every process arrives, exactly, under that process's own resource. Timings
-are printed (the bench measures them); the counts are asserted."""
+every process arrives, exactly, under that process's own resource. Under
+nemolens-run the launcher exports for the whole tree: a program under it has
+no thread, socket or export library of the shim, its values arrive every
+interval, a daemon that outlives the launcher is exported to the end, and a
+process whose launcher was killed exports for itself. Timings are printed
+(the bench measures them); the counts are asserted."""
 import os
 import re
+import signal
 import socket
+import subprocess
 import statistics
 import sys
 import threading
@@ -19,6 +25,9 @@ CONNECTS = "gym.http.connection_pool.connect_total"
 SHORT_LIVED = os.path.join(harness.BIN, "short_lived")
 PY = os.path.basename(os.path.realpath(harness.PYTHON))
 SANITIZED = bool(os.environ.get("NL_SANITIZER_RUNTIME"))
+LAUNCHER = os.path.join(os.path.dirname(harness.SO), "nemolens-run")
+ENDING = os.path.join(harness.BIN, "ending")
+EXPORT_LIBS = ("libcurl", "libssl", "libcrypto", "libnghttp2")
 
 
 class Gate:
@@ -134,6 +143,8 @@ print("fork_ms", " ".join(f"{1000 * t:.3f}" for t in took), flush=True)
 
 
 class OutOfTheWay(harness.ShimTestCase):
+    """Plain LD_PRELOAD: each process exports for itself."""
+    launcher = False
 
     def setUp(self):
         super().setUp()
@@ -146,6 +157,22 @@ class OutOfTheWay(harness.ShimTestCase):
         settings = {"OTEL_EXPORTER_OTLP_METRICS_ENDPOINT": self.gate.url, "OTEL_METRIC_EXPORT_INTERVAL": 200}
         settings.update(extra)
         return harness.shim_env(**settings)
+
+    def launcher_env(self, **extra):
+        """For nemolens-run, which preloads the shim into its program itself."""
+        env = self.env(**extra)
+        runtime = os.environ.get("NL_SANITIZER_RUNTIME")
+        if runtime:
+            env["LD_PRELOAD"] = runtime
+        else:
+            env.pop("LD_PRELOAD", None)
+        return env
+
+    def run_program(self, args, timeout=60, **extra):
+        """args under the shim, in this class's mode."""
+        if self.launcher:
+            return harness.run([LAUNCHER] + args, self.launcher_env(**extra), timeout=timeout)
+        return harness.run(args, self.env(**extra), timeout=timeout)
 
     def finals(self):
         """instance id -> (pid, executable, last connect_total)."""
@@ -170,13 +197,12 @@ class OutOfTheWay(harness.ShimTestCase):
 
     def test_fork_under_a_blackholed_collector(self):
         n = 10
-        p = harness.run([harness.PYTHON, "-c", FORKS, str(self.listener.port), str(n), "0.6"], self.env(),
-                        timeout=120)
+        p = self.run_program([harness.PYTHON, "-c", FORKS, str(self.listener.port), str(n), "0.6"], timeout=120)
         self.assertEqual(p.returncode, 0, p.stderr)
         children = {int(pid): int(st) for pid, st in re.findall(r"child (\d+) (-?\d+)\n", p.stdout)}
         self.assertEqual(list(children.values()), [0] * n, p.stdout)
         took = [float(t) for t in re.search(r"fork_ms (.*)\n", p.stdout).group(1).split()]
-        print(f"\n  fork() while the exporter waits on a silent collector: median {statistics.median(took):.2f} ms, "
+        print(f"\n  fork() while {'nemolens-run' if self.launcher else 'the exporter'} waits on a silent collector: median {statistics.median(took):.2f} ms, "
               f"max {max(took):.2f} ms", file=sys.stderr)
         if not SANITIZED:
             # It waited 100 ms for every export; a fork takes a few ms.
@@ -194,16 +220,19 @@ class OutOfTheWay(harness.ShimTestCase):
         self.assertEqual(sum(v for _, _, v in finals.values()), expected)
 
     def test_exit_under_a_blackholed_collector(self):
-        env = self.env(OTEL_METRIC_EXPORT_INTERVAL=60000, NEMOLENS_LOG_PATH="stderr")
         took = []
         pids = []
         for n in (2, 3, 4):
             t0 = time.monotonic()
-            p = harness.run([harness.PYTHON, "-c", CONN + "conn(int(sys.argv[1]), int(sys.argv[2]))\n"
-                             "print(os.getpid())", str(self.listener.port), str(n)], env)
+            p = self.run_program([harness.PYTHON, "-c", CONN + "conn(int(sys.argv[1]), int(sys.argv[2]))\n"
+                                  "print(os.getpid())", str(self.listener.port), str(n)],
+                                 OTEL_METRIC_EXPORT_INTERVAL=60000, NEMOLENS_LOG_PATH="stderr")
             took.append(time.monotonic() - t0)
             self.assertEqual(p.returncode, 0, p.stderr)
-            self.assertRegex(p.stderr, r"they are kept, for the next shim process to deliver\n$")
+            if self.launcher:
+                self.assertEqual(p.stderr, "", "the program has no exit flush; the launcher says nothing")
+            else:
+                self.assertRegex(p.stderr, r"they are kept, for the next shim process to deliver\n$")
             pids.append(int(p.stdout))
         plain = []
         for _ in range(3):
@@ -211,13 +240,204 @@ class OutOfTheWay(harness.ShimTestCase):
             harness.run([harness.PYTHON, "-c", CONN + "conn(int(sys.argv[1]), 2)", str(self.listener.port)],
                         {k: v for k, v in os.environ.items() if k != "LD_PRELOAD"})
             plain.append(time.monotonic() - t0)
-        print(f"\n  exit of a short Python process, silent collector: {1000 * statistics.median(took):.0f} ms, "
+        print(f"\n  exit of a short Python process, silent collector{' (nemolens-run)' if self.launcher else ''}: "
+              f"{1000 * statistics.median(took):.0f} ms, "
               f"without the shim {1000 * statistics.median(plain):.0f} ms", file=sys.stderr)
         self.assertEqual(self.sink.raw, [])
         self.deliver_through_open_gate()
         self.assertTrue(self.wait_for(lambda: len(self.finals()) == 4, 10))
         by_pid = {pid: (exe, v) for pid, exe, v in self.finals().values()}
         self.assertEqual([by_pid.get(pid) for pid in pids], [(PY, 2), (PY, 3), (PY, 4)])
+
+
+# Connects once, then a grandchild leaves the tree (setsid, its parent
+# exits) and connects 2 times while the launcher runs, 3 times after the
+# launcher ended, 4 times later still; then it writes DONE and _exits.
+DAEMON = CONN + r"""
+port, done = int(sys.argv[1]), sys.argv[2]
+conn(port, 1)
+if os.fork() == 0:
+    os.setsid()
+    if os.fork() == 0:
+        conn(port, 2)
+        print(os.getpid(), flush=True)
+        time.sleep(2.5)
+        conn(port, 3)
+        time.sleep(1.5)
+        conn(port, 4)
+        open(done, "w").close()
+        os._exit(0)
+    os._exit(0)
+os.wait()
+time.sleep(0.5)
+"""
+
+# A tree of N processes: this one connects once, each of its N - 1 children
+# i + 2 times; it prints the N pids once all connected, and all end when a
+# line arrives on stdin.
+TREE = CONN + r"""
+port, n = int(sys.argv[1]), int(sys.argv[2])
+conn(port, 1)
+ready_r, ready_w = os.pipe()
+end_r, end_w = os.pipe()
+kids = []
+for i in range(n - 1):
+    pid = os.fork()
+    if pid == 0:
+        os.close(end_w)
+        conn(port, i + 2)
+        os.write(ready_w, b"x")
+        os.read(end_r, 1)
+        os._exit(0)
+    kids.append(pid)
+os.close(end_r)
+for _ in kids:
+    os.read(ready_r, 1)
+print("pids", os.getpid(), " ".join(map(str, kids)), flush=True)
+sys.stdin.readline()
+os.close(end_w)
+for pid in kids:
+    os.waitpid(pid, 0)
+"""
+
+
+class OutOfTheWayUnderTheLauncher(OutOfTheWay):
+    """The same under nemolens-run, which exports for the program's tree."""
+    launcher = True
+
+
+class UnderTheLauncher(OutOfTheWay):
+    """What only nemolens-run does."""
+    launcher = True
+
+    def setUp(self):
+        super().setUp()
+        self.gate.open()   # a collector that answers
+
+    def instances(self, pid):
+        return {res["service.instance.id"] for res, _, _ in self.sink.points(CONNECTS) if res["process.pid"] == pid}
+
+    def value_of(self, pid):
+        pts = [p.as_int for res, _, p in self.sink.points(CONNECTS) if res["process.pid"] == pid]
+        return pts[-1] if pts else None
+
+    # Run by OutOfTheWayUnderTheLauncher; here the collector answers.
+    test_fork_under_a_blackholed_collector = None
+    test_exit_under_a_blackholed_collector = None
+
+    def test_a_program_under_the_launcher_runs_nothing_of_the_exporter(self):
+        launcher = subprocess.Popen([LAUNCHER, ENDING, str(self.listener.port), "3", "wait"],
+                                    env=self.launcher_env(OTEL_METRIC_EXPORT_INTERVAL=500),
+                                    stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        try:
+            self.assertEqual(launcher.stdout.readline(), "ready\n")
+            with open(f"/proc/{launcher.pid}/task/{launcher.pid}/children") as f:
+                program = int(f.read().split()[0])
+            # Exported while it runs, by the launcher.
+            self.assertTrue(self.wait_for(lambda: self.value_of(program) == 3, 20), self.sink.points(CONNECTS))
+            tasks = os.listdir(f"/proc/{program}/task")
+            sockets = [fd for fd in os.listdir(f"/proc/{program}/fd")
+                       if os.readlink(f"/proc/{program}/fd/{fd}").startswith("socket:")]
+            with open(f"/proc/{program}/maps") as f:
+                maps = f.read()
+            loaded = sorted({lib for lib in EXPORT_LIBS if lib in maps})
+            print(f"\n  under nemolens-run: threads {len(tasks)}, sockets {len(sockets)}, "
+                  f"export libraries {loaded or 'none'}", file=sys.stderr)
+            self.assertEqual(len(tasks), 1, "the program's one thread, no thread of the shim")
+            self.assertEqual(sockets, [], "no socket of the shim")
+            self.assertEqual(loaded, [])
+            os.kill(program, signal.SIGTERM)
+            self.assertEqual(launcher.wait(timeout=60), 128 + signal.SIGTERM)
+        finally:
+            launcher.kill()
+            launcher.wait()
+            launcher.stdout.close()
+            launcher.stderr.close()
+        self.assertEqual(self.instances(program).__len__(), 1)
+        self.assertEqual(self.value_of(program), 3)
+
+    def test_a_daemon_that_outlives_the_launcher_arrives_exactly_once(self):
+        done = os.path.join(harness.runtime_dir(), "daemon-done")
+        p = harness.run([LAUNCHER, harness.PYTHON, "-c", DAEMON, str(self.listener.port), done],
+                        self.launcher_env(OTEL_METRIC_EXPORT_INTERVAL=500), timeout=120)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        daemon = int(p.stdout.split()[0])
+        # The launcher has ended; the daemon lives on and is exported to its end.
+        self.assertTrue(self.wait_for(lambda: os.path.exists(done) and not os.path.exists(f"/proc/{daemon}"), 30))
+        self.assertTrue(self.wait_for(lambda: self.value_of(daemon) == 9, 20), self.value_of(daemon))
+        seen = [p.as_int for res, _, p in self.sink.points(CONNECTS) if res["process.pid"] == daemon]
+        self.assertIn(2, seen, "its values before the launcher ended")
+        self.assertEqual(seen, sorted(seen), "cumulative: never a value that goes back")
+        self.assertEqual(len(self.instances(daemon)), 1, "one identity from start to end")
+        finals = self.finals()
+        self.assertEqual(sorted(v for _, _, v in finals.values()), [1, 9])
+        self.assertTrue(self.wait_for(lambda: not os.listdir(os.path.join(harness.runtime_dir(), "nemolens")), 10))
+
+    def test_a_process_whose_launcher_was_killed_exports_for_itself(self):
+        launcher = subprocess.Popen([LAUNCHER, harness.PYTHON, "-c", CONN + r"""
+port = int(sys.argv[1])
+conn(port, 2)
+print("ready", flush=True)
+sys.stdin.readline()
+conn(port, 5)
+""", str(self.listener.port)], env=self.launcher_env(OTEL_METRIC_EXPORT_INTERVAL=60000),
+                                    stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        try:
+            self.assertEqual(launcher.stdout.readline(), "ready\n")
+            with open(f"/proc/{launcher.pid}/task/{launcher.pid}/children") as f:
+                program = int(f.read().split()[0])
+            os.kill(launcher.pid, signal.SIGKILL)
+            launcher.wait()
+            launcher.stdin.write("go\n")
+            launcher.stdin.flush()
+            self.assertTrue(self.wait_for(lambda: not os.path.exists(f"/proc/{program}"), 30))
+        finally:
+            launcher.kill()
+            launcher.wait()
+            launcher.stdin.close()
+            launcher.stdout.close()
+        # Its own exit flush: the launcher that would have exported is gone.
+        self.assertTrue(self.wait_for(lambda: self.value_of(program) == 7, 10), self.value_of(program))
+        self.assertEqual(len(self.instances(program)), 1)
+
+    def test_a_tree_of_50_arrives_every_interval(self):
+        n = 50
+        launcher = subprocess.Popen([LAUNCHER, harness.PYTHON, "-c", TREE, str(self.listener.port), str(n)],
+                                    env=self.launcher_env(OTEL_METRIC_EXPORT_INTERVAL=1000),
+                                    stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        try:
+            pids = [int(w) for w in launcher.stdout.readline().split()[1:]]
+            self.assertEqual(len(pids), n)
+
+            def full_rounds():
+                with self.sink.lock:
+                    rounds = [(t, {a.value.int_value for rm in req.resource_metrics
+                                   for a in rm.resource.attributes if a.key == "process.pid"})
+                              for req, t in zip(self.sink.requests, self.sink.arrivals)]
+                return [t for t, got in rounds if got >= set(pids)]
+            # Every interval, every process of the tree, in one request.
+            self.assertTrue(self.wait_for(lambda: len(full_rounds()) >= 3, 60), len(full_rounds()))
+            full = full_rounds()
+            launcher.stdin.write("go\n")
+            launcher.stdin.flush()
+            self.assertEqual(launcher.wait(timeout=60), 0)
+            self.assertEqual(launcher.stderr.read(), "")
+        finally:
+            launcher.kill()
+            launcher.wait()
+            for f in (launcher.stdin, launcher.stdout, launcher.stderr):
+                f.close()
+        gaps = [b - a for a, b in zip(full, full[1:])]
+        print(f"\n  tree of {n} under nemolens-run: requests with all {n} processes "
+              f"{' '.join(f'{g:.2f}' for g in gaps)} s apart", file=sys.stderr)
+        self.assertTrue(self.wait_for(lambda: len(self.finals()) == n, 10))
+        by_pid = {pid: v for pid, _, v in self.finals().values()}
+        self.assertEqual([by_pid.get(pid) for pid in pids], list(range(1, n + 1)))
+        self.assertEqual(self.files_left(), [])
+
+    def files_left(self):
+        d = os.path.join(harness.runtime_dir(), "nemolens")
+        return sorted(os.listdir(d)) if os.path.isdir(d) else []
 
 
 if __name__ == "__main__":
