@@ -3,10 +3,12 @@
  *   nemolens-run [options] [--] program [args...]
  *
  * The options only set the environment variables the shim reads (README.md,
- * Configuration); the shim itself does all the work inside the program. This
- * is a plain program: it interposes nothing, exports nothing, and links of
- * the shim's code only the configuration parser and what that needs (for
- * --print-config), never the hooks.
+ * Configuration). The shim records inside the program and its descendants;
+ * this program exports for all of them (the tree's export, below), unless
+ * the configuration is one only the processes can export (then each exports
+ * for itself, as under plain LD_PRELOAD). It interposes nothing and links of
+ * the shim's code the configuration parser, the segment reader and the
+ * exporter, never the hooks.
  *
  * Finding the shim: NEMOLENS_PRELOAD_PATH if set, else next to this
  * executable (the build tree), else NL_RUN_LIB_RELATIVE from it (bin -> lib
@@ -185,9 +187,10 @@ static void tree_setup(struct tree *t)
 
 /* One export of the tree: the dead first (their last values), then the
  * live. Returns how many live segments were read. */
-static size_t tree_export(struct tree *t, bool thorough, uint64_t deadline_ns)
+static size_t tree_export(struct tree *t, bool thorough, uint64_t deadline_ns, uint32_t quick_ms)
 {
-	struct nl_adopter a = { .cfg = &t->cfg, .transport = delivery_transport, .arg = &t->d, .abort = &t->abort };
+	struct nl_adopter a = { .cfg = &t->cfg, .transport = delivery_transport, .arg = &t->d, .abort = &t->abort,
+				.quick_ms = quick_ms };
 	nl_adopt_run(&a, deadline_ns, thorough, NULL);
 	size_t points = 0;
 	size_t n = nl_adopt_live(&a, t->exporters, t->n_exporters, deadline_ns, &points, NULL);
@@ -213,7 +216,7 @@ static void *tree_main(void *arg)
 		pthread_mutex_unlock(&t->mu);
 		/* Zombies and exec'd images (segments named after live pids)
 		 * every tenth time. */
-		tree_export(t, t->rounds % 10 == 9, nl_monotonic_ns() + t->interval_ns);
+		tree_export(t, t->rounds % 10 == 9, nl_monotonic_ns() + t->interval_ns, 0);
 		next = nl_monotonic_ns() + t->interval_ns;
 		pthread_mutex_lock(&t->mu);
 	}
@@ -274,13 +277,13 @@ static void tree_keep(struct tree *t, const sigset_t *mask)
 	t->d.transport = NULL;
 	/* At once: the segments name this process from now on, before the
 	 * processes find the launcher gone and export for themselves. */
-	while (tree_export(t, t->rounds % 10 == 9, nl_monotonic_ns() + t->interval_ns) > 0) {
+	while (tree_export(t, t->rounds % 10 == 9, nl_monotonic_ns() + t->interval_ns, 0) > 0) {
 		struct timespec ts = monotonic_at(t->interval_ns);
 		while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
 			;
 	}
 	/* The last one ended a moment ago: it has let go of its segment. */
-	tree_export(t, true, nl_monotonic_ns() + (uint64_t)t->cfg.exit_timeout_ms * 1000000u);
+	tree_export(t, true, nl_monotonic_ns() + (uint64_t)t->cfg.exit_timeout_ms * 1000000u, 0);
 	nl_transport_free(t->d.transport);
 	_exit(0);
 }
@@ -292,13 +295,10 @@ static void tree_finish(struct tree *t, const sigset_t *mask)
 	tree_stop(t);
 	uint64_t deadline = nl_monotonic_ns() + (uint64_t)t->cfg.exit_timeout_ms * 1000000u;
 	/* A collector that does not answer costs the exit little: nothing is
-	 * lost, the segments stay. */
-	if (delivery_transport(&t->d)) {
-		uint64_t quick = nl_monotonic_ns() + TREE_QUICK_MS * 1000000ull;
-		if (quick < deadline)
-			deadline = quick;
-	}
-	if (tree_export(t, true, deadline) > 0)
+	 * lost, the segments stay. NEMOLENS_EXIT_TIMEOUT_MS, when set, is the
+	 * wait (as in the shim's exit flush). Nothing to send loads nothing. */
+	uint32_t quick = getenv("NEMOLENS_EXIT_TIMEOUT_MS") ? 0 : TREE_QUICK_MS;
+	if (tree_export(t, true, deadline, quick) > 0)
 		tree_keep(t, mask);
 	nl_transport_free(t->d.transport);
 	t->d.transport = NULL;

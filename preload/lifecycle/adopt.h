@@ -26,6 +26,9 @@ struct nl_adopter {
 	bool (*fold_ready)(void *arg);
 	void *arg;
 	const _Atomic bool *abort;      /* an in-flight send gives up when it becomes true */
+	/* Non-zero: a send waits at most this long for an answer once the
+	 * transport exists (what is not taken stays for later). */
+	uint32_t quick_ms;
 };
 
 /* Claims, exports under their own resource (or folds) and removes the

@@ -437,9 +437,11 @@ static void take_over_export(void)
  * then, so a collector that does not answer costs the exit no more than
  * this (after the export libraries were loaded, a CPU cost of their own).
  * Otherwise the flush is the values' last chance, and gets all of
- * NEMOLENS_EXIT_TIMEOUT_MS. An answering collector on the same network
- * takes a few milliseconds. */
+ * NEMOLENS_EXIT_TIMEOUT_MS; so does every flush when that variable is set
+ * (exit_quick false). An answering collector on the same network takes a
+ * few milliseconds. */
 #define EXIT_QUICK_MS 60
+static bool exit_quick;
 
 /* The exit flush runs on the program's own thread, with the program's signal
  * mask: a write to a collector connection the peer has closed must not raise
@@ -447,7 +449,7 @@ static void take_over_export(void)
  * raised is taken off again before the mask is restored. */
 static void export_quietly(struct nl_transport **tp, uint64_t deadline)
 {
-	if (cfg.exporter == NL_EXPORTER_OTLP && nl_seg_keepable()) {
+	if (exit_quick && cfg.exporter == NL_EXPORTER_OTLP && nl_seg_keepable()) {
 		ensure_transport(tp);
 		uint64_t quick = nl_monotonic_ns() + (uint64_t)EXIT_QUICK_MS * 1000000u;
 		if (quick < deadline)
@@ -496,8 +498,10 @@ static void flush_at_exit(void)
 	bool expected = false;
 	if (!atomic_load(&nl_recording) || !atomic_compare_exchange_strong(&flushed_at_exit, &expected, true))
 		return;
-	/* The exporter delivers the segment, as it stands, within an interval. */
-	if (nl_seg_exporter_alive())
+	/* The exporter delivers the segment, as it stands, within an interval;
+	 * and a predecessor's (exec) that this image found, when it recorded
+	 * nothing itself. */
+	if (nl_seg_exporter() ? nl_seg_exporter_alive() : run_exporter && kill((pid_t)run_exporter, 0) == 0)
 		return;
 	NL_KEEP_ERRNO;
 	nl_hooks_bypass = 1;
@@ -640,6 +644,7 @@ bool nl_runtime_load(void)
 	nl_config_load(&cfg, (nl_getenv_fn)getenv, program_invocation_short_name);
 	if (!cfg.enabled || !cfg.metrics_enabled)
 		return false;
+	exit_quick = !getenv("NEMOLENS_EXIT_TIMEOUT_MS");
 	start_unix_ns = nl_realtime_ns();
 	snprintf(user_agent, sizeof user_agent, "nemolens-preload/%s", NL_VERSION);
 	pthread_condattr_t ca;
