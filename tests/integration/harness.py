@@ -133,6 +133,11 @@ def shim_env(**extra):
         env["TSAN_OPTIONS"] = "exitcode=66:report_signal_unsafe=0:die_after_fork=0"
     for k in [k for k in env if k.startswith(("OTEL_", "NEMOLENS_", "NEMO_GYM_"))]:
         del env[k]
+    # Set, the exit flush may take all of it: a loaded machine (or a
+    # sanitizer build) can be slower to answer than the quick wait of an
+    # exit whose values could stay for later (README, "Export"). The tests
+    # of that quick wait remove it.
+    env["NEMOLENS_EXIT_TIMEOUT_MS"] = "500"
     env.update({k: str(v) for k, v in extra.items()})
     return env
 

@@ -9,7 +9,9 @@ can neither read nor replace them), removed once delivered, and nothing is
 left by processes that recorded nothing; leftovers of another boot and
 garbage are cleaned up. NEMOLENS_ADOPT=fold folds dead children into the
 parent's series: the number of series a backend holds is printed for both
-modes."""
+modes. Every test runs twice: here under plain LD_PRELOAD, where each
+process exports for itself, and in test_nothing_lost_launcher.py under
+nemolens-run, which exports for the tree."""
 import os
 import re
 import shutil
@@ -136,6 +138,10 @@ def segdir(base):
 
 
 class NothingLost(harness.ShimTestCase):
+    """Plain LD_PRELOAD."""
+    launcher = False
+    # Fewer for the second mode: the same paths, less CI time.
+    scale = 1
 
     def setUp(self):
         super().setUp()
@@ -151,6 +157,33 @@ class NothingLost(harness.ShimTestCase):
                     "XDG_RUNTIME_DIR": self.base}
         settings.update(extra)
         return harness.shim_env(**settings)
+
+    def launcher_env(self, env):
+        env = dict(env)
+        runtime = os.environ.get("NL_SANITIZER_RUNTIME")
+        if runtime:
+            env["LD_PRELOAD"] = runtime
+        else:
+            env.pop("LD_PRELOAD", None)
+        return env
+
+    def run_prog(self, args, env, timeout=60):
+        """args under the shim, in this class's mode."""
+        if self.launcher:
+            return harness.run([LAUNCHER] + args, self.launcher_env(env), timeout=timeout)
+        return harness.run(args, env, timeout=timeout)
+
+    def popen(self, args, env, **kw):
+        if self.launcher:
+            return subprocess.Popen([LAUNCHER] + args, env=self.launcher_env(env), **kw)
+        return subprocess.Popen(args, env=env, **kw)
+
+    def program_of(self, p):
+        """The pid of the program popen started."""
+        if not self.launcher:
+            return p.pid
+        with open(f"/proc/{p.pid}/task/{p.pid}/children") as f:
+            return int(f.read().split()[0])
 
     def files(self):
         return sorted(os.listdir(self.dir)) if os.path.isdir(self.dir) else []
@@ -196,8 +229,8 @@ class NothingLost(harness.ShimTestCase):
     # ---- every way a process ends ----------------------------------------
 
     def test_every_way_a_child_ends(self):
-        p = harness.run([harness.PYTHON, "-c", EVERY_WAY, str(self.listener.port), SHORT_LIVED,
-                         str(INTERVAL_MS / 1000)], self.env(), timeout=120)
+        p = self.run_prog([harness.PYTHON, "-c", EVERY_WAY, str(self.listener.port), SHORT_LIVED,
+                      str(INTERVAL_MS / 1000)], self.env(), timeout=120)
         self.assertEqual(p.returncode, 0, p.stderr)
         # Searched for, not split by lines: short_lived, the exec'd child,
         # writes to the same pipe.
@@ -220,7 +253,7 @@ class NothingLost(harness.ShimTestCase):
         # Delivered while the parent lived, within an interval and a second.
         iid_of = {next(iter(pids)): iid for iid, (pids, exe, _) in finals.items() if exe == PY}
         for pid, (how, _, t) in ended.items():
-            if how in ("exit",):
+            if how in ("exit",) and not self.launcher:
                 continue   # it exported itself at exit
             arrival = self.first_arrival(iid_of[pid])
             self.assertIsNotNone(arrival)
@@ -228,8 +261,8 @@ class NothingLost(harness.ShimTestCase):
         self.assertEqual(self.files(), [], "everything delivered is removed")
 
     def test_fork_pool_terminated(self):
-        p = harness.run([harness.PYTHON, "-c", POOL, str(self.listener.port), str(INTERVAL_MS / 1000)], self.env(),
-                        timeout=120)
+        p = self.run_prog([harness.PYTHON, "-c", POOL, str(self.listener.port), str(INTERVAL_MS / 1000)], self.env(),
+                     timeout=120)
         self.assertEqual(p.returncode, 0, p.stderr)
         words = p.stdout.split()
         workers = {int(w) for w in words[1:-1]}
@@ -245,13 +278,13 @@ class NothingLost(harness.ShimTestCase):
         done = os.path.join(self.base, "child-done")
         # No periodic export: the child cannot have exported before it died.
         env = self.env(OTEL_METRIC_EXPORT_INTERVAL=60000)
-        p = harness.run([harness.PYTHON, "-c", ORPHAN, str(self.listener.port), done], env)
+        p = self.run_prog([harness.PYTHON, "-c", ORPHAN, str(self.listener.port), done], env)
         self.assertEqual(p.returncode, 0, p.stderr)
         child = int(p.stdout.split()[0])
         self.assertTrue(self.wait_for(lambda: os.path.exists(done) and not os.path.exists(f"/proc/{child}")))
         # No shim process of that tree is left: the next one started delivers it.
         self.assertEqual(self.finals(), {})
-        q = harness.run([SHORT_LIVED, str(self.listener.port), "1", "0"], env)
+        q = self.run_prog([SHORT_LIVED, str(self.listener.port), "1", "0"], env)
         self.assertEqual(q.returncode, 3, q.stderr)
         finals = self.finals()
         self.assert_one_pid_each(finals)
@@ -287,11 +320,12 @@ class NothingLost(harness.ShimTestCase):
     # ---- what is left behind -----------------------------------------------
 
     def test_nothing_left_behind_by_10000_short_processes(self):
-        n = int(os.environ.get("NL_SHORT_PROCESSES", "2000" if SANITIZED else "10000"))
+        n = int(os.environ.get("NL_SHORT_PROCESSES", "2000" if SANITIZED else "10000")) // self.scale
         t0 = time.monotonic()
-        p = harness.run(["bash", "-c", f"for i in $(seq {n}); do /bin/true; done"], self.env(), timeout=600)
+        p = self.run_prog(["bash", "-c", f"for i in $(seq {n}); do /bin/true; done"], self.env(), timeout=600)
         self.assertEqual((p.returncode, p.stdout, p.stderr), (0, "", ""))
-        print(f"\n  {n} runs of /bin/true from a shell, both under the shim: {time.monotonic() - t0:.1f} s",
+        print(f"\n  {n} runs of /bin/true from a shell, both under the shim{' (nemolens-run)' if self.launcher else ''}: "
+              f"{time.monotonic() - t0:.1f} s",
               file=sys.stderr)
         self.assertEqual(self.files(), [])
         self.assertEqual(self.sink.raw, [], "processes that record nothing send nothing")
@@ -319,7 +353,7 @@ class NothingLost(harness.ShimTestCase):
             os.chmod(os.path.join(self.dir, name), 0o600)
         self.assertEqual(self.sink.raw, [])
         # The next process that records delivers what it can and removes the rest.
-        q = harness.run([SHORT_LIVED, str(self.listener.port), "1", "0"], env)
+        q = self.run_prog([SHORT_LIVED, str(self.listener.port), "1", "0"], env)
         self.assertEqual(q.returncode, 3, q.stderr)
         finals = self.finals()
         self.assert_one_pid_each(finals)
@@ -333,12 +367,16 @@ class NothingLost(harness.ShimTestCase):
         self.assertEqual(a.returncode, -signal.SIGKILL)
         self.assertEqual(len(self.files()), 1)
         # The next process's own export is answered; the delivery of the
-        # leftover reaches the collector, whose answer comes too late.
-        self.sink.script = [(200, {}, b""), (200, {}, b"", 3.0)]
-        q = harness.run([SHORT_LIVED, str(self.listener.port), "1", "0"], env)
+        # leftover reaches the collector, whose answer comes too late. Under
+        # nemolens-run both go in the launcher's one request, and both stay.
+        if self.launcher:
+            self.sink.script = [(200, {}, b"", 3.0)]
+        else:
+            self.sink.script = [(200, {}, b""), (200, {}, b"", 3.0)]
+        q = self.run_prog([SHORT_LIVED, str(self.listener.port), "1", "0"], env)
         self.assertEqual(q.returncode, 3, q.stderr)
-        self.assertEqual(len(self.files()), 1, "kept: no answer says it was taken")
-        q = harness.run([SHORT_LIVED, str(self.listener.port), "1", "0"], env)
+        self.assertEqual(len(self.files()), 2 if self.launcher else 1, "kept: no answer says it was taken")
+        q = self.run_prog([SHORT_LIVED, str(self.listener.port), "1", "0"], env)
         self.assertEqual(q.returncode, 3, q.stderr)
         self.assertEqual(self.files(), [])
         sent = [(res["service.instance.id"], res["process.pid"], p.start_time_unix_nano, p.as_int)
@@ -352,12 +390,15 @@ class NothingLost(harness.ShimTestCase):
         env = self.env(OTEL_METRIC_EXPORT_INTERVAL="60000", NEMOLENS_LOG_PATH="stderr")
         # The collector is down while the process exits (a restart, say).
         self.sink.script = [(503, {}, b"")]
-        a = harness.run([SHORT_LIVED, str(self.listener.port), "5", "0"], env)
+        a = self.run_prog([SHORT_LIVED, str(self.listener.port), "5", "0"], env)
         self.assertEqual(a.returncode, 3)
-        self.assertRegex(a.stderr, r"HTTP 503; they are kept, for the next shim process to deliver\n$")
+        if self.launcher:
+            self.assertEqual(a.stderr, "", "the program has no exit flush")
+        else:
+            self.assertRegex(a.stderr, r"HTTP 503; they are kept, for the next shim process to deliver\n$")
         self.assertEqual(len(self.files()), 1)
         self.assertEqual(self.finals(), {})
-        b = harness.run([SHORT_LIVED, str(self.listener.port), "2", "0"], env)
+        b = self.run_prog([SHORT_LIVED, str(self.listener.port), "2", "0"], env)
         self.assertEqual((b.returncode, b.stderr), (3, ""))
         finals = self.finals()
         self.assert_one_pid_each(finals)
@@ -365,16 +406,16 @@ class NothingLost(harness.ShimTestCase):
         self.assertEqual(self.files(), [])
         # Without segments the same failure loses the values, and says so.
         self.sink.script = [(503, {}, b"")]
-        c = harness.run([SHORT_LIVED, str(self.listener.port), "1", "0"], self.env(
+        c = self.run_prog([SHORT_LIVED, str(self.listener.port), "1", "0"], self.env(
             OTEL_METRIC_EXPORT_INTERVAL="60000", NEMOLENS_LOG_PATH="stderr", NEMOLENS_ADOPT="off"))
         self.assertRegex(c.stderr, r"HTTP 503; they are lost\n$")
         self.assertEqual(self.files(), [])
 
     def test_private_to_its_user(self):
-        p = subprocess.Popen([ENDING, str(self.listener.port), "2", "wait"], env=self.env(), stdout=subprocess.PIPE,
-                             text=True)
+        p = self.popen([ENDING, str(self.listener.port), "2", "wait"], self.env(), stdout=subprocess.PIPE, text=True)
         try:
             self.assertEqual(p.stdout.readline(), "ready\n")
+            program = self.program_of(p)
             st = os.lstat(self.dir)
             self.assertTrue(stat.S_ISDIR(st.st_mode))
             self.assertEqual((st.st_uid, stat.S_IMODE(st.st_mode)), (os.geteuid(), 0o700))
@@ -393,10 +434,12 @@ class NothingLost(harness.ShimTestCase):
                 self.assertEqual(self.files(), [name])
                 self.assertEqual(os.lstat(path).st_ino, st.st_ino)
         finally:
-            p.kill()
+            os.kill(program, signal.SIGKILL)
             p.wait()
-        # Killed: the next process delivers it.
-        q = harness.run([SHORT_LIVED, str(self.listener.port), "1", "0"], self.env())
+            p.kill()
+            p.stdout.close()
+        # Killed: the next process delivers it (under nemolens-run, the launcher).
+        q = self.run_prog([SHORT_LIVED, str(self.listener.port), "1", "0"], self.env())
         self.assertEqual(q.returncode, 3, q.stderr)
         self.assertEqual(sorted(v for _, _, v in self.finals().values()), [1, 2])
         self.assertEqual(self.files(), [])
@@ -420,7 +463,9 @@ class NothingLost(harness.ShimTestCase):
                 else:
                     os.symlink(target, planted)
                 self.sink.reset()
-                r = subprocess.run(nobody + [SHORT_LIVED, str(self.listener.port), "3", "0"], env=env,
+                r = subprocess.run(nobody + ([LAUNCHER] if self.launcher else []) +
+                                   [SHORT_LIVED, str(self.listener.port), "3", "0"],
+                                   env=self.launcher_env(env) if self.launcher else env,
                                    capture_output=True, text=True, timeout=60)
                 self.assertEqual((r.returncode, r.stderr), (3, ""))
                 self.assertEqual(os.listdir(planted), [])
@@ -453,13 +498,13 @@ class NothingLost(harness.ShimTestCase):
         return len(series)
 
     def test_fold_mode_bounds_series_churn(self):
-        n = int(os.environ.get("NL_FOLD_CHILDREN", "200" if SANITIZED else "1000"))
+        n = int(os.environ.get("NL_FOLD_CHILDREN", "200" if SANITIZED else "1000")) // self.scale
         counts = {}
         for mode in ("own", "fold"):
             self.sink.reset()
             t0 = time.monotonic()
-            p = harness.run([harness.PYTHON, "-c", FOLD, str(self.listener.port), str(n), str(INTERVAL_MS / 1000)],
-                            self.env(NEMOLENS_ADOPT=mode), timeout=600)
+            p = self.run_prog([harness.PYTHON, "-c", FOLD, str(self.listener.port), str(n), str(INTERVAL_MS / 1000)],
+                         self.env(NEMOLENS_ADOPT=mode), timeout=600)
             self.assertEqual(p.returncode, 0, p.stderr)
             finals = self.finals()
             self.assert_one_pid_each(finals)

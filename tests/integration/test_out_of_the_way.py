@@ -153,14 +153,17 @@ class OutOfTheWay(harness.ShimTestCase):
     def tearDown(self):
         self.gate.close()
 
-    def env(self, **extra):
+    def env(self, quick=False, **extra):
         settings = {"OTEL_EXPORTER_OTLP_METRICS_ENDPOINT": self.gate.url, "OTEL_METRIC_EXPORT_INTERVAL": 200}
         settings.update(extra)
-        return harness.shim_env(**settings)
+        env = harness.shim_env(**settings)
+        if quick:
+            del env["NEMOLENS_EXIT_TIMEOUT_MS"]   # the quick wait of an exit whose values can stay
+        return env
 
-    def launcher_env(self, **extra):
+    def launcher_env(self, quick=False, **extra):
         """For nemolens-run, which preloads the shim into its program itself."""
-        env = self.env(**extra)
+        env = self.env(quick, **extra)
         runtime = os.environ.get("NL_SANITIZER_RUNTIME")
         if runtime:
             env["LD_PRELOAD"] = runtime
@@ -169,10 +172,10 @@ class OutOfTheWay(harness.ShimTestCase):
         return env
 
     def run_program(self, args, timeout=60, **extra):
-        """args under the shim, in this class's mode."""
+        """args under the shim, in this class's mode, with the quick exit wait."""
         if self.launcher:
-            return harness.run([LAUNCHER] + args, self.launcher_env(**extra), timeout=timeout)
-        return harness.run(args, self.env(**extra), timeout=timeout)
+            return harness.run([LAUNCHER] + args, self.launcher_env(True, **extra), timeout=timeout)
+        return harness.run(args, self.env(True, **extra), timeout=timeout)
 
     def finals(self):
         """instance id -> (pid, executable, last connect_total)."""
