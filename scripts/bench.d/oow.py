@@ -1,0 +1,319 @@
+"""Out of the program's way: what the shim costs around recording, in both
+modes (plain LD_PRELOAD, where each process exports for itself, and
+nemolens-run, which exports for the tree). Runs A (no shim) and B (the shim)
+alternately; prints one tab-separated row per figure:
+SECTION FIGURE WITHOUT WITH RESULT TARGET STATUS.
+
+    oow.py SO LAUNCHER EMPTY_SO OTLP_URL smoke|full
+"""
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+SO, LAUNCHER, EMPTY_SO, OTLP_URL, MODE = sys.argv[1:6]
+SMOKE = MODE == "smoke"
+PY = "/usr/bin/python3"
+TICK = os.sysconf("SC_CLK_TCK")
+RUNTIME = tempfile.mkdtemp(prefix="nl-bench-oow-", dir="/dev/shm")
+MiB = 1024 * 1024
+
+
+def row(fig, without, with_, result, target="", status=""):
+    print("\t".join(["8", fig, without, with_, result, target, status]), flush=True)
+
+
+def check(v, op, lim):
+    return "pass" if {"le": v <= lim, "lt": v < lim}[op] else "miss"
+
+
+class Hole:
+    """Accepts connections, reads them, never answers."""
+
+    def __init__(self):
+        self.sock = socket.socket()
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(256)
+        self.url = f"http://127.0.0.1:{self.sock.getsockname()[1]}/v1/metrics"
+        self.held = []
+        threading.Thread(target=self.run, daemon=True).start()
+
+    def run(self):
+        while True:
+            try:
+                c, _ = self.sock.accept()
+            except OSError:
+                return
+            self.held.append(c)
+
+
+class Listener:
+    """What the programs connect to: accepts and closes."""
+
+    def __init__(self):
+        self.sock = socket.socket()
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(1024)
+        self.port = self.sock.getsockname()[1]
+        threading.Thread(target=self.run, daemon=True).start()
+
+    def run(self):
+        while True:
+            try:
+                c, _ = self.sock.accept()
+            except OSError:
+                return
+            c.close()
+
+
+def env_for(mode, url, interval=1000, **extra):
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("OTEL_", "NEMOLENS_", "LD_PRELOAD"))}
+    env.update({"XDG_RUNTIME_DIR": RUNTIME, "OTEL_EXPORTER_OTLP_METRICS_ENDPOINT": url,
+                "OTEL_METRIC_EXPORT_INTERVAL": str(interval)})
+    if mode == "plain":
+        env["LD_PRELOAD"] = SO
+    elif mode == "empty":
+        env["LD_PRELOAD"] = EMPTY_SO
+    env.update(extra)
+    return env
+
+
+def argv_for(mode, args):
+    return [LAUNCHER] + args if mode == "run" else args
+
+
+def clean_runtime():
+    d = os.path.join(RUNTIME, "nemolens")
+    if os.path.isdir(d):
+        shutil.rmtree(d, ignore_errors=True)
+
+
+CONN = "import os, socket, sys, time\nport = int(sys.argv[1])\nsocket.create_connection(('127.0.0.1', port)).close()\n"
+FORKS = CONN + r"""
+n, gap = int(sys.argv[2]), float(sys.argv[3])
+time.sleep(0.6)   # the exporter is inside an export to the silent collector by now
+took = []
+for i in range(n):
+    t0 = time.perf_counter()
+    pid = os.fork()
+    if pid == 0:
+        os._exit(0)
+    took.append(time.perf_counter() - t0)
+    os.waitpid(pid, 0)
+    time.sleep(gap)
+took.sort()
+print(1000 * took[len(took) // 2])
+"""
+IDLE = CONN + "print('ready', flush=True)\ntime.sleep(120)\n"
+
+
+# The same in C: a fork of a small process, as a shell or a supervisor does.
+FORK_C = r"""
+#include <arpa/inet.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+static double ms(void) { struct timespec t; clock_gettime(CLOCK_MONOTONIC, &t); return t.tv_sec * 1e3 + t.tv_nsec / 1e6; }
+static int cmp(const void *a, const void *b) { double x = *(const double *)a, y = *(const double *)b; return x < y ? -1 : x > y; }
+int main(int argc, char **argv) {
+    struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons(atoi(argv[1])) };
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    connect(fd, (struct sockaddr *)&a, sizeof a);
+    close(fd);
+    usleep(600000);   /* the exporter is inside an export to the silent collector by now */
+    int n = atoi(argv[2]);
+    double t[256];
+    for (int i = 0; i < n; i++) {
+        double t0 = ms();
+        pid_t p = fork();
+        if (p == 0) _exit(0);
+        t[i] = ms() - t0;
+        waitpid(p, 0, 0);
+        usleep(50000);
+    }
+    qsort(t, n, sizeof *t, cmp);
+    printf("%.4f\n", t[n / 2]);
+    return 0;
+}
+"""
+FORK_BIN = os.path.join(RUNTIME, "forks")
+
+
+def fork_ms(mode, hole, lis, python):
+    n = 10 if SMOKE else 40
+    args = [PY, "-c", FORKS, str(lis.port), str(n), "0.05"] if python else [FORK_BIN, str(lis.port), str(n)]
+    p = subprocess.run(argv_for(mode, args), capture_output=True, text=True, env=env_for(mode, hole.url, interval=200),
+                       timeout=120)
+    return float(p.stdout.split()[-1])
+
+
+def wall(mode, args, url, **extra):
+    t0 = time.perf_counter()
+    subprocess.run(argv_for(mode, args), env=env_for(mode, url, **extra), stdout=subprocess.DEVNULL,
+                   stderr=subprocess.DEVNULL, timeout=60)
+    return time.perf_counter() - t0
+
+
+def alternate(fn, modes, rounds):
+    """The best of rounds runs of each mode, run in turn: on a shared
+    machine the least disturbed run is the closest to the cost itself."""
+    out = {m: [] for m in modes}
+    for _ in range(rounds):
+        for m in modes:
+            out[m].append(fn(m))
+    clean_runtime()
+    return {m: min(v) for m, v in out.items()}
+
+
+def proc_cpu_ticks(pid):
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return int(fields[11]) + int(fields[12])
+
+
+def rss_kib(pid):
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+    return 0
+
+
+def program_pid(p, mode):
+    if mode != "run":
+        return p.pid
+    with open(f"/proc/{p.pid}/task/{p.pid}/children") as f:
+        return int(f.read().split()[0])
+
+
+def idle_figures(mode, lis):
+    """RSS (KiB), threads, sockets of an idle Python process that recorded one
+    connection, after its values were exported; and its CPU over 5 intervals."""
+    p = subprocess.Popen(argv_for(mode, [PY, "-c", IDLE, str(lis.port)]), env=env_for(mode, OTLP_URL),
+                         stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    try:
+        p.stdout.readline()
+        pid = program_pid(p, mode)
+        time.sleep(1.6)   # one export (interval 1 s) has happened
+        rss = rss_kib(pid)
+        tasks = len(os.listdir(f"/proc/{pid}/task"))
+        socks = sum(1 for fd in os.listdir(f"/proc/{pid}/fd")
+                    if os.readlink(f"/proc/{pid}/fd/{fd}").startswith("socket:"))
+        c0 = proc_cpu_ticks(pid)
+        time.sleep(1 if SMOKE else 5)
+        cpu = proc_cpu_ticks(pid) - c0
+    finally:
+        p.terminate()
+        p.wait()
+    return rss, tasks, socks, cpu
+
+
+def spawn_cpu(mode, n):
+    """CPU (s) of a shell that spawns and reaps /bin/true n times, children included."""
+    script = f"for i in $(seq {n}); do /bin/true; done"
+    p = subprocess.Popen(argv_for(mode, ["bash", "-c", script]), env=env_for(mode, OTLP_URL))
+    _, _, ru = os.wait4(p.pid, 0)
+    return ru.ru_utime + ru.ru_stime
+
+
+TREE = CONN + r"""
+n, life = int(sys.argv[2]), float(sys.argv[3])
+kids = []
+for i in range(n - 1):
+    pid = os.fork()
+    if pid == 0:
+        socket.create_connection(('127.0.0.1', port)).close()
+        time.sleep(life)
+        os._exit(0)
+    kids.append(pid)
+print("ready", flush=True)
+for pid in kids:
+    os.waitpid(pid, 0)
+"""
+
+
+def launcher_tree_cpu(lis, n):
+    """CPU (ms) of nemolens-run per interval, exporting a tree of n processes."""
+    secs = 3 if SMOKE else 10
+    p = subprocess.Popen([LAUNCHER, PY, "-c", TREE, str(lis.port), str(n), str(secs + 3)],
+                         env=env_for("run", OTLP_URL), stdout=subprocess.PIPE, text=True)
+    try:
+        p.stdout.readline()
+        time.sleep(1.5)
+        c0 = proc_cpu_ticks(p.pid)
+        time.sleep(secs)
+        cpu = proc_cpu_ticks(p.pid) - c0
+        p.wait(timeout=60)
+    finally:
+        p.kill()
+        p.wait()
+    return 1000.0 * cpu / TICK / secs
+
+
+def main():
+    lis = Listener()
+    hole = Hole()
+    rounds = 1 if SMOKE else 3
+
+    subprocess.run(["gcc", "-O2", "-x", "c", "-o", FORK_BIN, "-"], input=FORK_C, text=True, check=True)
+    for python, what in ((False, "a C program"), (True, "Python")):
+        f = alternate(lambda m: fork_ms(m, hole, lis, python), ["none", "plain", "run"], rounds)
+        for m, label in (("plain", "plain LD_PRELOAD"), ("run", "nemolens-run")):
+            d = f[m] - f["none"]
+            row(f"fork() of {what} while the collector never answers ({label}; median of 40, best of {rounds} runs)",
+                f"{f['none']:.2f} ms", f"{f[m]:.2f} ms", f"{d:+.2f} ms", "<= +0.5 ms", check(d, "le", 0.5))
+
+    exit_args = [PY, "-c", CONN, str(lis.port)]
+    e = alternate(lambda m: wall(m, exit_args, hole.url), ["none", "plain", "run"], 3 if SMOKE else 10)
+    for m, label in (("plain", "plain LD_PRELOAD"), ("run", "nemolens-run")):
+        d = e[m] - e["none"]
+        row(f"exit of a short Python process that connected once, collector never answers ({label}; best of 10)",
+            f"{e['none']:.3f} s", f"{e[m]:.3f} s", f"{d:+.3f} s", "<= +0.1 s", check(d, "le", 0.1))
+
+    w = alternate(lambda m: wall(m, [PY, "-c", "pass"], OTLP_URL), ["none", "plain", "run"], 5 if SMOKE else 30)
+    for m, label in (("plain", "plain LD_PRELOAD"), ("run", "nemolens-run, the launcher's exec included")):
+        d = 1000 * (w[m] - w["none"])
+        row(f"python3 -c pass ({label}; best of 30)", f"{1000 * w['none']:.1f} ms", f"{1000 * w[m]:.1f} ms", f"{d:+.1f} ms",
+            "<= +1 ms", check(d, "le", 1.0))
+
+    n = 50 if SMOKE else 300
+    c = alternate(lambda m: spawn_cpu(m, n), ["none", "empty", "plain", "run"], 1 if SMOKE else 5)
+    for m, label in (("empty", "an empty .so preloaded: the floor"), ("plain", "plain LD_PRELOAD"),
+                     ("run", "nemolens-run")):
+        r = c[m] / c["none"]
+        row(f"CPU to spawn and reap /bin/true {n} times ({label}; best of 5)", f"{1000 * c['none']:.0f} ms",
+            f"{1000 * c[m]:.0f} ms", f"x{r:.3f}", "" if m == "empty" else "<= x1.10",
+            "" if m == "empty" else check(r, "le", 1.10))
+
+    idle = {m: idle_figures(m, lis) for m in ("none", "plain", "run")}
+    base_rss, base_tasks, base_socks, _ = idle["none"]
+    for m, label, target in (("plain", "plain LD_PRELOAD", ""), ("run", "nemolens-run", "<= 1.5 MiB")):
+        d = (idle[m][0] - base_rss) / 1024
+        row(f"RSS added to an idle Python process after its first export ({label})", f"{base_rss / 1024:.1f} MiB",
+            f"{idle[m][0] / 1024:.1f} MiB", f"+{d:.2f} MiB", target, check(d, "le", 1.5) if target else "")
+    _, tasks, socks, cpu = idle["run"]
+    row("threads and sockets of the shim in a program under nemolens-run", "-", "-",
+        f"{tasks - base_tasks} and {socks - base_socks}", "0 and 0",
+        "pass" if (tasks - base_tasks, socks - base_socks) == (0, 0) else "miss")
+    secs = 1 if SMOKE else 5
+    row(f"CPU of an idle program over {secs} export intervals (export CPU inside the target)",
+        f"{1000 * idle['none'][3] / TICK:.0f} ms", f"plain {1000 * idle['plain'][3] / TICK:.0f} ms",
+        f"nemolens-run {1000 * cpu / TICK:.0f} ms", "0 (nemolens-run)", "pass" if cpu == 0 else "miss")
+
+    tree = 50
+    ms = launcher_tree_cpu(lis, tree)
+    row(f"nemolens-run's CPU exporting a tree of {tree} processes", "-",
+        f"{ms:.2f} ms per interval", f"{1000 * ms / tree:.0f} us per process", "", "")
+    shutil.rmtree(RUNTIME, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
