@@ -58,6 +58,9 @@ enum nl_send_result nl_transport_send(struct nl_transport *t, const uint8_t *bod
  * that another process delivers them, not that they are sent again at the
  * next export. */
 void nl_transport_set_final(struct nl_transport *t, bool final, bool kept);
+/* Each send from now on waits at most ms for its answer, counted from its
+ * start (0: only the deadlines bound it). */
+void nl_transport_set_wait(struct nl_transport *t, long ms);
 void nl_transport_free(struct nl_transport *t);
 
 /* Around fork() (pthread_atfork handlers of the runtime): prepare waits, at

@@ -62,6 +62,7 @@ struct nl_transport {
 	uint64_t not_before_ns;           /* a Retry-After that outlived the last send */
 	bool final;                       /* the exit flush: this process sends nothing again */
 	bool kept;                        /* ... but what fails is kept for another process */
+	long wait_ms;                     /* > 0: a send waits at most this long (nl_transport_set_wait) */
 	struct response resp;
 	char errbuf[CURL_ERROR_SIZE];
 };
@@ -402,6 +403,12 @@ oom:
 	leave();
 	nl_transport_free(t);
 	return NULL;
+}
+
+void nl_transport_set_wait(struct nl_transport *t, long ms)
+{
+	if (t)
+		t->wait_ms = ms;
 }
 
 void nl_transport_set_final(struct nl_transport *t, bool final, bool kept)
@@ -756,9 +763,14 @@ enum nl_send_result nl_transport_send(struct nl_transport *t, const uint8_t *bod
 		return NL_SEND_ABORTED;
 	uint64_t now = nl_monotonic_ns();
 	deadline_ns = effective_deadline(t, deadline_ns, now);
+	if (t->wait_ms > 0 && now + (uint64_t)t->wait_ms * NS_PER_MS < deadline_ns)
+		deadline_ns = now + (uint64_t)t->wait_ms * NS_PER_MS;
 	if (now < t->not_before_ns && t->final)
 		nl_warn_once("otlp.exit.retry_after", "exit: could not deliver this process's metrics to %s: it asked "
 			     "to wait (Retry-After) past the exit; %s", t->endpoint, fate(t));
+	else if (now >= deadline_ns && t->final)
+		nl_warn_once("otlp.exit.deadline", "exit: could not deliver this process's metrics to %s: the exit "
+			     "deadline passed; %s", t->endpoint, fate(t));
 	if (now >= deadline_ns || now < t->not_before_ns)
 		return NL_SEND_RETRYABLE_FAILED;
 

@@ -63,11 +63,8 @@ static bool send_batch(const struct nl_adopter *a, struct body *b, uint64_t dead
 	struct nl_transport *t = a->transport ? a->transport(a->arg) : NULL;
 	if (!t)
 		return false;
-	if (a->quick_ms) {
-		uint64_t quick = nl_monotonic_ns() + (uint64_t)a->quick_ms * 1000000u;
-		if (quick < deadline_ns)
-			deadline_ns = quick;
-	}
+	if (a->quick_ms)
+		nl_transport_set_wait(t, (long)a->quick_ms);
 	/* A failure here loses nothing: the segments stay for the next try. */
 	nl_transport_set_final(t, false, false);
 	enum nl_send_result r = nl_transport_send(t, b->buf, b->len, deadline_ns, 0, a->abort);
