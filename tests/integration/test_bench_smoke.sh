@@ -78,6 +78,20 @@ rows=(
 	"export of 1,000 series: CPU, bytes"
 	"export of 2,000 series (cardinality cap): CPU, bytes"
 	"memory sampler: cost per sample"
+	"fork() of a C program while the collector never answers (plain LD_PRELOAD"
+	"fork() of a C program while the collector never answers (nemolens-run"
+	"exit of a short Python process that connected once, collector never answers (plain LD_PRELOAD"
+	"exit of a short Python process that connected once, collector never answers (nemolens-run"
+	"python3 -c pass (plain LD_PRELOAD"
+	"python3 -c pass (nemolens-run"
+	"CPU to spawn and reap /bin/true many times (an empty .so preloaded"
+	"CPU to spawn and reap /bin/true many times (plain LD_PRELOAD"
+	"CPU to spawn and reap /bin/true many times (nemolens-run"
+	"RSS added to an idle Python process after its first export (plain LD_PRELOAD)"
+	"RSS added to an idle Python process after its first export (nemolens-run)"
+	"threads and sockets of the shim in a program under nemolens-run"
+	"export intervals (export CPU inside the target)"
+	"nemolens-run's CPU exporting a tree of"
 )
 
 # The final table starts at its header line; every row must be in it, once.
