@@ -31,14 +31,14 @@ def _nemolens_start():
     sys.path_importer_cache.pop(here, None)
 
     del sys.modules["sitecustomize"]
-    import importlib.machinery
-
-    spec = importlib.machinery.PathFinder.find_spec("sitecustomize", sys.path)
+    # The import system's own classes, as they are: importing
+    # importlib.machinery would cost every interpreter a millisecond.
+    bootstrap = sys.modules["_frozen_importlib"]
+    finder = sys.modules["_frozen_importlib_external"].PathFinder
+    spec = finder.find_spec("sitecustomize", sys.path)
     if spec is None or spec.loader is None:
         return None
-    import importlib._bootstrap
-
-    module = importlib._bootstrap.module_from_spec(spec)
+    module = bootstrap.module_from_spec(spec)
     sys.modules["sitecustomize"] = module
     try:
         spec.loader.exec_module(module)
