@@ -92,6 +92,9 @@ rows=(
 	"threads and sockets of the shim in a program under nemolens-run"
 	"export intervals (export CPU inside the target)"
 	"nemolens-run's CPU exporting a tree of"
+	"python3 -c pass: CPU time"
+	"python3 -c 'import aiohttp': CPU time"
+	"aiohttp, every acquisition queued: CPU per request"
 )
 
 # The final table starts at its header line; every row must be in it, once.
