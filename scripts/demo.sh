@@ -147,7 +147,8 @@ s = json.load(sys.stdin)
 print(json.dumps({"policy": s.get(sys.argv[1], 0), "judge": s.get(sys.argv[2], 0)}))' "$P_POLICY" "$P_JUDGE")
 echo
 "$PY" scripts/demo/report.py --vm "$VM_URL" --dests policy,judge,ghost,slow \
-	--accepted "$ACCEPTED" --expected "{\"ghost\": $GHOST, \"slow\": $SLOW}" --client "$WORK/client.json"
+	--accepted "$ACCEPTED" --expected "{\"ghost\": $GHOST, \"slow\": $SLOW}" --client "$WORK/client.json" \
+	--pool-dests "policy=127.0.0.1:$P_POLICY,judge=127.0.0.1:$P_JUDGE,ghost=127.0.0.1:$P_GHOST,slow=127.0.0.1:$P_SLOW"
 
 # 6. --keep: the dashboard's panels in a browser, from this VictoriaMetrics
 if [ "$KEEP" -eq 1 ]; then

@@ -15,7 +15,11 @@ makes every request use a new connection. `--extra name=url,count` adds
 `--linger S` keeps the process alive S seconds after the workload, so the
 shim exports once more while it lives: a series first recorded in the last
 export interval then has two samples, which rate() needs.
-Prints one JSON line: {"ok": {name: n}, "failed": {name: {error: n}}}.
+Prints one JSON line: {"ok": {name: n}, "failed": {name: {error: n}},
+"pool": {"host:port ok|abandoned": [waits, total ms]}}: "pool" is what
+aiohttp's own trace signals saw of the acquisitions that waited for a slot
+of the pool (queued_start to queued_end; a request that fails while queued
+abandoned its wait), the truth next to the shim's queue_duration_ms.
 """
 import argparse
 import asyncio
@@ -24,6 +28,7 @@ import json
 import random
 import sys
 import time
+import urllib.parse
 
 import aiohttp
 
@@ -47,12 +52,33 @@ async def run(args):
     connector = aiohttp.TCPConnector(limit=args.limit, force_close=args.force_close)
     timeout = aiohttp.ClientTimeout(total=30, sock_connect=args.connect_timeout)
 
+    pool = {}
+
+    def pool_wait(url, outcome, t0):
+        u = urllib.parse.urlsplit(url)
+        w = pool.setdefault(f"{u.hostname}:{u.port} {outcome}", [0, 0.0])
+        w[0] += 1
+        w[1] += (time.monotonic() - t0) * 1000.0
+
+    async def queued_start(session, ctx, params):
+        ctx.trace_request_ctx["t0"] = time.monotonic()
+
+    async def queued_end(session, ctx, params):
+        r = ctx.trace_request_ctx
+        pool_wait(r["url"], "ok", r.pop("t0"))
+
+    trace = aiohttp.TraceConfig()
+    trace.on_connection_queued_start.append(queued_start)
+    trace.on_connection_queued_end.append(queued_end)
+
     async def one(session, name, url, close):
         async with sem:
             headers = {"Connection": "close"} if close else None
+            ctx = {"url": url}
             try:
                 method = "POST" if name in posts else "GET"
-                async with session.request(method, url, headers=headers, json={} if method == "POST" else None) as resp:
+                async with session.request(method, url, headers=headers, json={} if method == "POST" else None,
+                                           trace_request_ctx=ctx) as resp:
                     await resp.read()
                     if resp.status == 200:
                         ok[name] = ok.get(name, 0) + 1
@@ -60,6 +86,8 @@ async def run(args):
                         err = failed.setdefault(name, {})
                         err[f"http_{resp.status}"] = err.get(f"http_{resp.status}", 0) + 1
             except (aiohttp.ClientError, asyncio.TimeoutError, OSError) as e:
+                if "t0" in ctx:
+                    pool_wait(url, "abandoned", ctx.pop("t0"))
                 kind = type(e).__name__
                 if isinstance(e, aiohttp.ClientConnectorError) and e.os_error.errno == errno.ECONNREFUSED:
                     kind = "refused"
@@ -68,7 +96,7 @@ async def run(args):
                 err = failed.setdefault(name, {})
                 err[kind] = err.get(kind, 0) + 1
 
-    async with aiohttp.ClientSession(connector=connector, timeout=timeout) as session:
+    async with aiohttp.ClientSession(connector=connector, timeout=timeout, trace_configs=[trace]) as session:
         jobs = []
         for i in range(args.requests):
             name, url = targets[i % len(targets)]
@@ -77,7 +105,7 @@ async def run(args):
             jobs += [one(session, name, url, False) for _ in range(count)]
         rng.shuffle(jobs)
         await asyncio.gather(*jobs)
-    return {"ok": ok, "failed": failed}
+    return {"ok": ok, "failed": failed, "pool": pool}
 
 
 def main():

@@ -20,6 +20,7 @@ CONNECT = "gym.http.connection_pool.connect_total"
 QUEUE = "gym.http.connection_pool.queue_duration_ms"
 DEST = "nemo.gym.http.destination.server.name"
 OUTCOME = "nemo.gym.http.connection_pool.queue_outcome"
+CONSTRAINT = "nemo.gym.http.connection_pool.queue_constraint"
 SERVER = "http.server.request.duration"
 CLIENT = "http.client.request.duration"
 ROUTE, METHOD, STATUS = "http.route", "http.request.method", "http.response.status_code"
@@ -78,6 +79,8 @@ def main():
     ap.add_argument("--dests", required=True)
     ap.add_argument("--timeout", type=float, default=30)
     ap.add_argument("--client", help="the client's own result (client.py's JSON): ground truth per route")
+    ap.add_argument("--pool-dests", default="", help="name=host:port,...: which destination each of the "
+                    "client's pool-wait keys is")
     args = ap.parse_args()
     vm = VM(args.vm)
     dests = args.dests.split(",")
@@ -125,7 +128,7 @@ def main():
                  "mean ms"], rows, "<>><>>>>>"))
     print()
     print("  connects = shim's connect_total; truth = connections the server accepted (policy, judge)")
-    print("  or the client's attempts (ghost, slow); queued = non-blocking connects that had to wait;")
+    print("  or the client's attempts (ghost, slow); queued = acquisitions that waited (queue_duration_ms);")
     print("  p50/p99 = histogram_quantile over the _bucket series (linear within a bucket)")
     if servers:
         print("  the servers' own connections: " + ", ".join(f"{d} {fmt_n(n)}" for d, n in sorted(servers.items())) +
@@ -133,9 +136,49 @@ def main():
         print("  the server has no destination rules, so those count as external)")
     bad = [r for r in rows if r[3] == "MISMATCH"]
     if args.client:
-        bad += http_report(vm, json.load(open(args.client)), args.timeout)
+        client = json.load(open(args.client))
+        if args.pool_dests:
+            bad += pool_report(vm, client, dict(d.split("=", 1)[::-1] for d in args.pool_dests.split(",")))
+        bad += http_report(vm, client, args.timeout)
     if bad:
         sys.exit(2)
+
+
+def pool_report(vm, client, dest_of):
+    """Pool waits per destination, outcome and constraint, next to what the
+    client's own aiohttp trace signals saw."""
+    sel = 'service.name="demo-client"'
+    key = f"{DEST}, {OUTCOME}, {CONSTRAINT}"
+    count = vm.by(f'sum by ({key}) ({{__name__="{QUEUE}_count", {sel}}})', DEST, OUTCOME, CONSTRAINT)
+    total = vm.by(f'sum by ({key}) ({{__name__="{QUEUE}_sum", {sel}}})', DEST, OUTCOME, CONSTRAINT)
+    truth = {}
+    for k, (n, ms) in client.get("pool", {}).items():
+        hostport, outcome = k.rsplit(" ", 1)
+        t = truth.setdefault((dest_of.get(hostport, "external"), outcome), [0, 0.0])
+        t[0] += n
+        t[1] += ms
+    rows, bad = [], []
+    seen = set()
+    for (d, o, c) in sorted(count):
+        seen.add((d, o))
+        t = truth.get((d, o)) if c != "unknown" else None
+        match = "" if t is None else ("ok" if int(count[(d, o, c)]) == t[0] else "MISMATCH")
+        if match == "MISMATCH":
+            bad.append((d, o, c))
+        rows.append([d, o, c, fmt_n(count[(d, o, c)]), fmt_n(t[0] if t else None), match,
+                     fmt_ms(total.get((d, o, c))), fmt_ms(t[1] if t else None)])
+    for (d, o), t in sorted(truth.items()):
+        if (d, o) not in seen:
+            bad.append((d, o))
+            rows.append([d, o, "-", "0", fmt_n(t[0]), "MISMATCH", "-", fmt_ms(t[1])])
+    print()
+    print("Pool waits of the client (gym.http.connection_pool.queue_duration_ms, from the Python adapter):")
+    print()
+    print(table(["destination", "outcome", "constraint", "waits", "client saw", "", "total ms", "client ms"],
+                rows, "<<<>><>>"))
+    print()
+    print("  client saw = the client's own aiohttp trace signals (on_connection_queued_start/_end)")
+    return bad
 
 
 def http_report(vm, client, timeout):
