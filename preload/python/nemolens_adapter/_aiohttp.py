@@ -1,31 +1,28 @@
 """aiohttp: one sample per connection acquisition that waited for a slot of
 its connector's pool, as NeMo Gym records it.
 
-aiohttp's trace signals say when a wait begins and ends: the connector
-sends connection_queued_start / _end to every trace of the request. One
-acquisition is one call of BaseConnector.connect: the adapter wraps it
-and, when the connector is full or has waiters (so the call may wait),
-adds a trace of its own for that call only, after the session's (the
-program's own trace configs run as before). Sessions themselves are left
-as they are: tracing every request of every session would cost each
-request more than its wait is worth. The adapter's trace answers the two
-queue events and ignores every other (any send_* method is a no-op).
-Repeated wake-ups of one acquisition (aiohttp 3.10+ waits again when a
+aiohttp's own trace signals say when a wait begins and ends
+(on_connection_queued_start / _end): a TraceConfig of the adapter's is
+added to every ClientSession, after the program's own, which still run. One
+acquisition is one call of BaseConnector.connect: the adapter wraps it, so
+that repeated wake-ups of one acquisition (aiohttp 3.10+ waits again when a
 woken waiter finds no slot) make one sample, from the first start to the
-last end; a wait that ends by an exception (timeout, cancellation, a closed
-connector), when no queued_end comes, is abandoned.
+last end, and a wait that ends by an exception (timeout, cancellation, a
+closed connector), when no queued_end comes, is recorded as abandoned.
 
 Which limit made it wait is read from the connector when the wait begins:
 `total` when its connections reach `limit`, `per_host` when this host's
 reach `limit_per_host`; when neither is reached (a slot was just freed for
 a waiter that has not run yet), the limit with the least room left.
 """
+import contextvars
 import functools
 import time
 
 import nemolens_adapter as _a
 
 _on = True
+_cur = contextvars.ContextVar("nemolens_aiohttp_acquisition", default=None)
 _monotonic = time.monotonic
 
 
@@ -47,67 +44,51 @@ def _off(where, e):
     _a.log("python.aiohttp", "Python adapter for aiohttp is off (%s): %r" % (where, e))
 
 
-def _constraint(connector, req):
-    limit, per_host = connector._limit, connector._limit_per_host
-    room_total = limit - len(connector._acquired) if limit else None
-    if room_total is not None and (room_total <= 0 or not per_host):
-        return _a.CONSTRAINT_TOTAL   # full, or the only limit
-    if not per_host:
+def _constraint(connector, key):
+    limit = getattr(connector, "_limit", 0) or 0
+    per_host = getattr(connector, "_limit_per_host", 0) or 0
+    room_total = room_host = None
+    if limit:
+        room_total = limit - len(connector._acquired)
+    if per_host:
+        acquired = connector._acquired_per_host.get(key)
+        room_host = per_host - (len(acquired) if acquired else 0)
+    if room_total is not None and room_total <= 0:
+        return _a.CONSTRAINT_TOTAL
+    if room_host is not None and room_host <= 0:
+        return _a.CONSTRAINT_PER_HOST
+    if room_total is None and room_host is None:
         return _a.CONSTRAINT_UNKNOWN
-    acquired = connector._acquired_per_host.get(req.connection_key)
-    room_host = per_host - (len(acquired) if acquired else 0)
-    if room_host > 0 and room_total is not None and room_total < room_host:
+    if room_host is None or (room_total is not None and room_total < room_host):
         return _a.CONSTRAINT_TOTAL
     return _a.CONSTRAINT_PER_HOST
 
 
-def _may_wait(connector):
-    """Whether connect may wait: the pool is full, or others wait already
-    (aiohttp queues behind them). Conservative: per-host fullness is left
-    to the trace, any waiter counts."""
-    if connector._waiters:
-        return True
-    limit = connector._limit
-    if limit and len(connector._acquired) >= limit:
-        return True
-    return bool(connector._limit_per_host and connector._acquired_per_host)
+async def _queued_start(session, ctx, params):
+    if not _on:
+        return
+    try:
+        acq = _cur.get()
+        if acq is None:
+            return
+        if acq.t0 is None:
+            acq.t0 = _monotonic()
+            acq.constraint = _constraint(acq.connector, acq.req.connection_key)
+        acq.waiting = True
+    except Exception as e:
+        _off("queued start", e)
 
 
-async def _ignore(*args, **kwargs):
-    pass
-
-
-class _Trace:
-    """What BaseConnector.connect needs of a trace, for one acquisition."""
-    __slots__ = ("acq",)
-
-    def __init__(self, acq):
-        self.acq = acq
-
-    def send_connection_queued_start(self, *args, **kwargs):
-        if _on:
-            try:
-                acq = self.acq
-                if acq.t0 is None:
-                    acq.t0 = _monotonic()
-                    acq.constraint = _constraint(acq.connector, acq.req)
-                acq.waiting = True
-            except Exception as e:
-                _off("queued start", e)
-        return _ignore()
-
-    def send_connection_queued_end(self, *args, **kwargs):
-        if _on:
-            acq = self.acq
-            if acq.waiting:
-                acq.t1 = _monotonic()
-                acq.waiting = False
-        return _ignore()
-
-    def __getattr__(self, name):
-        if name.startswith("send_"):
-            return _ignore
-        raise AttributeError(name)
+async def _queued_end(session, ctx, params):
+    if not _on:
+        return
+    try:
+        acq = _cur.get()
+        if acq is not None and acq.waiting:
+            acq.t1 = _monotonic()
+            acq.waiting = False
+    except Exception as e:
+        _off("queued end", e)
 
 
 def _record(acq):
@@ -125,20 +106,15 @@ def _record(acq):
 
 def _wrap_connect(original):
     @functools.wraps(original)
-    async def connect(self, req, traces, *args, **kwargs):
+    async def connect(self, req, *args, **kwargs):
         if not _on:
-            return await original(self, req, traces, *args, **kwargs)
+            return await original(self, req, *args, **kwargs)
+        acq = _Acquisition(self, req)
+        token = _cur.set(acq)
         try:
-            if not _may_wait(self):
-                return await original(self, req, traces, *args, **kwargs)
-            acq = _Acquisition(self, req)
-            mine = [*traces, _Trace(acq)] if traces else [_Trace(acq)]
-        except Exception as e:
-            _off("connect", e)
-            return await original(self, req, traces, *args, **kwargs)
-        try:
-            return await original(self, req, mine, *args, **kwargs)
+            return await original(self, req, *args, **kwargs)
         finally:
+            _cur.reset(token)
             if acq.t0 is not None:
                 _record(acq)
 
@@ -146,16 +122,36 @@ def _wrap_connect(original):
     return connect
 
 
+def _wrap_init(original, trace_config):
+    @functools.wraps(original)
+    def __init__(self, *args, **kwargs):
+        if _on:
+            try:
+                mine = kwargs.get("trace_configs")
+                kwargs["trace_configs"] = list(mine or ()) + [trace_config]
+            except Exception as e:
+                _off("session", e)
+        return original(self, *args, **kwargs)
+
+    __init__._nemolens = True
+    return __init__
+
+
 def patch():
     import aiohttp
-    from aiohttp import connector
+    from aiohttp import client, connector, tracing
 
-    base = connector.BaseConnector
+    session, base = client.ClientSession, connector.BaseConnector
     if getattr(base.connect, "_nemolens", False):
         return True   # armed already (the package was reloaded)
-    # What the patches use; a version without them is left alone.
-    for attr in ("connect", "_available_connections"):
-        if not callable(getattr(base, attr, None)):
-            raise RuntimeError("aiohttp %s has no BaseConnector.%s" % (aiohttp.__version__, attr))
+    # What the patches read; a version without them is left alone.
+    for cls, attr in ((session, "__init__"), (base, "connect"), (base, "_available_connections")):
+        if not callable(getattr(cls, attr, None)):
+            raise RuntimeError("aiohttp %s has no %s.%s" % (aiohttp.__version__, cls.__name__, attr))
+    tc = tracing.TraceConfig()
+    tc.on_connection_queued_start.append(_queued_start)
+    tc.on_connection_queued_end.append(_queued_end)
+    tc.freeze()
     base.connect = _wrap_connect(base.connect)
+    session.__init__ = _wrap_init(session.__init__, tc)
     return True
