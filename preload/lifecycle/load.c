@@ -49,6 +49,7 @@ __attribute__((constructor)) static void nl_load(void)
 	pthread_atfork(NULL, NULL, nl_fd_atfork_child);
 	nl_python_setup();
 #endif
+	nl_runtime_start();
 }
 
 __attribute__((destructor)) static void nl_unload(void) { nl_runtime_unload(); }

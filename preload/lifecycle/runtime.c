@@ -677,11 +677,15 @@ bool nl_runtime_load(void)
 	pthread_atfork(atfork_prepare, atfork_parent, atfork_child);
 	nl_runtime_set_starter(start_on_first_record);
 	atomic_store(&nl_recording, true);
+	return true;
+}
+
+void nl_runtime_start(void)
+{
 	/* Memory profiling is an explicit opt-in and has to run without any
 	 * connection to kick it: start the thread now. */
 	if (nl_memsampler_active())
 		nl_runtime_kick();
-	return true;
 }
 
 void nl_runtime_unload(void) { flush_at_exit(); }

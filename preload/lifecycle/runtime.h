@@ -10,6 +10,11 @@
  * and starts recording (nl_recording). Keeps nothing of errno. Returns
  * whether the shim records. */
 bool nl_runtime_load(void);
+/* Starts what must run without any record to start it (the memory sampler's
+ * thread). Called last by the constructor, once it has changed the
+ * environment (nl_python_setup): no thread of ours runs before that, so
+ * none reads the environment while it changes. */
+void nl_runtime_start(void);
 /* The bounded flush at exit (also registered with atexit once something was
  * recorded; whichever runs first exports). */
 void nl_runtime_unload(void);
