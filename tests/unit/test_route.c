@@ -607,7 +607,7 @@ Test(route, identifier_tokens)
 	static const char *const ids[] = {
 		"run-2026-11-03-k2", "27-eced8ded", "1-c3baea9e", "item_42", "v1.10", "x86_64", "page-10",
 		"24ede6a", "eced8ded", "0a1b2c", "ABC123", "build-9f8e7d", "sha-1a2b3c4d",
-		"order-" UUID, "01ARZ3NDEKTSV4RRFFQ69G5FAV", "01arz3ndektsv4rrffq69g5fav", "job~user1234",
+		("order-" UUID), "01ARZ3NDEKTSV4RRFFQ69G5FAV", "01arz3ndektsv4rrffq69g5fav", "job~user1234",
 		"a1b2c3d4e5f6g7h8", "report.2026", "k2-1234",
 	};
 	for (size_t i = 0; i < sizeof ids / sizeof ids[0]; i++)
