@@ -319,8 +319,8 @@ class NothingLost(harness.ShimTestCase):
 
     # ---- what is left behind -----------------------------------------------
 
-    def test_nothing_left_behind_by_10000_short_processes(self):
-        n = int(os.environ.get("NL_SHORT_PROCESSES", "2000" if SANITIZED else "10000")) // self.scale
+    def test_nothing_left_behind_by_many_short_processes(self):
+        n = int(os.environ.get("NL_SHORT_PROCESSES", "1000" if SANITIZED else "3000")) // self.scale
         t0 = time.monotonic()
         p = self.run_prog(["bash", "-c", f"for i in $(seq {n}); do /bin/true; done"], self.env(), timeout=600)
         self.assertEqual((p.returncode, p.stdout, p.stderr), (0, "", ""))
@@ -498,7 +498,7 @@ class NothingLost(harness.ShimTestCase):
         return len(series)
 
     def test_fold_mode_bounds_series_churn(self):
-        n = int(os.environ.get("NL_FOLD_CHILDREN", "200" if SANITIZED else "1000")) // self.scale
+        n = int(os.environ.get("NL_FOLD_CHILDREN", "100" if SANITIZED else "400")) // self.scale
         counts = {}
         for mode in ("own", "fold"):
             self.sink.reset()
