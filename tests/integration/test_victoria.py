@@ -253,7 +253,10 @@ class AiohttpToVictoria(Victoria_):
         self.assertEqual(self.proc.returncode, 0, self.proc.stderr + self.proc.stdout)
         self.assertEqual(self.proc.stderr, "", "the client or the shim printed something")
         half = AIO_REQUESTS // 2
-        self.assertEqual(self.result, {"ok": {"alpha": half, "beta": half}, "failed": {}})
+        # The client also reports the pool waits it saw itself ("pool"): the
+        # adapter's tests check those; here only the requests count.
+        self.assertEqual({k: self.result.get(k) for k in ("ok", "failed")},
+                         {"ok": {"alpha": half, "beta": half}, "failed": {}})
         # force_close: a new connection per request
         self.assertEqual(self.accepted, {"alpha": half, "beta": half})
 
