@@ -771,6 +771,34 @@ bool nl_seg_exporter_alive(void)
 	return pid && pid_alive((int)pid);
 }
 
+/* Under the file's lock, which a successor of the exporter takes too when
+ * it names itself (nl_seg_read_exported): exactly one of the two exports
+ * the segment from then on. Held for a few loads and stores. */
+bool nl_seg_take_export(void)
+{
+	if (!nl_seg_exporter())
+		return true;
+	if (nl_seg_exporter_alive())
+		return false;
+	int saved = errno;
+	char path[PATH_MAX + 100];
+	int fd = -1;
+	if (mode == MODE_FILE && own_name[0] &&
+	    (size_t)snprintf(path, sizeof path, "%s/%s", dir_path, own_name) < sizeof path)
+		fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+	/* Without the file nobody else can name itself in it. */
+	if (fd >= 0)
+		while (flock(fd, LOCK_EX) != 0 && errno == EINTR)
+			;
+	bool mine = !nl_seg_exporter_alive();
+	if (mine)
+		nl_seg_set_exporter(0);
+	if (fd >= 0)
+		close(fd);   /* and the lock with it */
+	errno = saved;
+	return mine;
+}
+
 /* Async-signal-safe: no stdio. */
 static void remove_name(void)
 {
@@ -1214,13 +1242,22 @@ size_t nl_seg_read_exported(uint64_t key, const uint32_t *exporters, size_t n_ex
 				used = now_used <= (uint64_t)st.st_size ? now_used : (uint64_t)st.st_size;
 			}
 		}
+		uint32_t me = exporters[0];
+		if (ok && data && atomic_load(&h.exporter) != me) {
+			/* A successor names itself under the file's lock, unless the
+			 * owner, finding its exporter gone, took its export back
+			 * meanwhile (nl_seg_take_export): never both. */
+			uint32_t now_exporter = 0;
+			while (flock(fd, LOCK_EX) != 0 && errno == EINTR)
+				;
+			ok = pread(fd, &now_exporter, sizeof now_exporter, (off_t)offsetof(struct nl_seg_header, exporter)) ==
+				     sizeof now_exporter &&
+			     is_one_of(now_exporter, exporters, n_exporters) &&
+			     pwrite(fd, &me, sizeof me, (off_t)offsetof(struct nl_seg_header, exporter)) == sizeof me;
+			flock(fd, LOCK_UN);
+		}
 		if (ok && data) {
-			uint32_t me = exporters[0];
 			uint64_t now = realtime_ns();
-			if (atomic_load(&h.exporter) != me) {
-				ssize_t w = pwrite(fd, &me, sizeof me, (off_t)offsetof(struct nl_seg_header, exporter));
-				(void)w;
-			}
 			ssize_t w = pwrite(fd, &now, sizeof now, (off_t)offsetof(struct nl_seg_header, heartbeat_ns));
 			(void)w;
 			fn(data, (size_t)used, arg);

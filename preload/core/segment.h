@@ -31,7 +31,9 @@
  *               a zombie); exports the segment under the dead process's
  *               resource and start time; and removes it only after the
  *               collector took it. Readers lock a file (flock) while they
- *               judge and deliver it: one delivers, the others pass
+ *               judge and deliver it: one delivers, the others pass; the
+ *               owner takes the lock only to take its export back from a
+ *               nemolens-run that is gone (nl_seg_take_export)
  *   fork        the child reads its parent's file until its first record,
  *               which copies it into a file of the child's own at the same
  *               address (every pointer stays valid) and zeroes its values:
@@ -194,6 +196,10 @@ uint32_t nl_seg_exporter(void);
 bool nl_seg_exporter_alive(void);
 /* This process exports itself from now on (0), or pid does. */
 void nl_seg_set_exporter(uint32_t pid);
+/* The exporter named is gone: takes the export back (exporter 0) and
+ * returns true, unless a successor named itself meanwhile (false). True
+ * too when no exporter is named. */
+bool nl_seg_take_export(void);
 
 /* ---- leftovers ----------------------------------------------------------- */
 
@@ -235,8 +241,10 @@ void nl_seg_release(struct nl_seg_leftover *l, bool delivered);
  * whose exporter is one of the n pids in exporters; first sets their
  * exporter to exporters[0] (a successor taking over) and their heartbeat to
  * now (the exporter's sign of life stands in for the owner's, which has no
- * thread). Returns how many fn got. Takes no lock: a live segment's values
- * are atomics and its records are complete before they are linked. */
+ * thread). Returns how many fn got. Reads without a lock (a live
+ * segment's values are atomics and its records are complete before they
+ * are linked); takes the file's lock only to name itself, so that an owner
+ * that took its export back (nl_seg_take_export) is passed. */
 size_t nl_seg_read_exported(uint64_t key, const uint32_t *exporters, size_t n,
 			    void (*fn)(const uint8_t *data, size_t len, void *arg), void *arg);
 

@@ -54,6 +54,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -153,6 +154,7 @@ struct tree {
 	unsigned rounds;
 	pthread_t thread;
 	bool running;
+	int keeper_fd;                  /* the keeper's socket (-1: none) */
 	pthread_mutex_t mu;
 	pthread_cond_t cv;
 	bool stop;                      /* under mu */
@@ -251,15 +253,20 @@ static void tree_stop(struct tree *t)
 	t->running = false;
 }
 
-/* Processes of the tree outlive the program (daemons): a process of its
- * own, detached from the terminal and its job, keeps exporting for them
- * until the last one ended, so that nemolens-run itself exits with its
- * program. They run on without a thread of their own meanwhile. */
-static void tree_keep(struct tree *t, const sigset_t *mask)
+/* The keeper: a process of its own, forked (while this one has no other
+ * thread) right after the program, detached from the terminal and its job,
+ * that waits on a socket only this process holds the other end of. When
+ * this process ends, normally or not (SIGKILL included), the kernel closes
+ * that end and the keeper takes over the export at once: it names itself in
+ * the segments (under their lock: an owner that took its export back in
+ * the meantime keeps it, segment.h) and exports every interval until the
+ * last process of the tree ended. Processes that outlive the program
+ * (daemons) are exported to their end so, and nemolens-run still exits with
+ * its program; they run on without a thread of their own meanwhile. When
+ * nothing of the tree is left, this process tells the keeper to go ("q")
+ * instead. */
+static void keeper_main(struct tree *t, int fd, const sigset_t *mask)
 {
-	pid_t k = fork();
-	if (k != 0)
-		return;   /* the launcher (or fork failed: each process exports itself at exit) */
 	setsid();
 	sigprocmask(SIG_SETMASK, mask, NULL);
 	int null = open("/dev/null", O_RDWR | O_CLOEXEC);
@@ -270,11 +277,15 @@ static void tree_keep(struct tree *t, const sigset_t *mask)
 		if (null > STDERR_FILENO)
 			close(null);
 	}
+	char c = 0;
+	ssize_t r;
+	while ((r = read(fd, &c, 1)) < 0 && errno == EINTR)
+		;
+	if (r == 1 && c == 'q')
+		_exit(0);
 	t->exporters[1] = t->exporters[0];
 	t->exporters[0] = (uint32_t)getpid();
 	t->n_exporters = 2;
-	/* The launcher's connection is the launcher's: a transport of its own. */
-	t->d.transport = NULL;
 	/* At once: the segments name this process from now on, before the
 	 * processes find the launcher gone and export for themselves. */
 	while (tree_export(t, t->rounds % 10 == 9, nl_monotonic_ns() + t->interval_ns, 0) > 0) {
@@ -288,9 +299,27 @@ static void tree_keep(struct tree *t, const sigset_t *mask)
 	_exit(0);
 }
 
+static void keeper_start(struct tree *t, const sigset_t *mask)
+{
+	int sv[2];
+	t->keeper_fd = -1;
+	if (!t->on || socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0)
+		return;
+	pid_t k = fork();
+	if (k == 0) {
+		close(sv[0]);
+		keeper_main(t, sv[1], mask);
+	}
+	close(sv[1]);
+	if (k < 0)
+		close(sv[0]);   /* no keeper: each process exports itself once this one is gone */
+	else
+		t->keeper_fd = sv[0];
+}
+
 /* After the program ended: the program's last values and its descendants'
- * as they stand, then a keeper for those that live on. */
-static void tree_finish(struct tree *t, const sigset_t *mask)
+ * as they stand; the keeper takes over those that live on. */
+static void tree_finish(struct tree *t)
 {
 	tree_stop(t);
 	uint64_t deadline = nl_monotonic_ns() + (uint64_t)t->cfg.exit_timeout_ms * 1000000u;
@@ -298,10 +327,15 @@ static void tree_finish(struct tree *t, const sigset_t *mask)
 	 * lost, the segments stay. NEMOLENS_EXIT_TIMEOUT_MS, when set, is the
 	 * wait (as in the shim's exit flush). Nothing to send loads nothing. */
 	uint32_t quick = getenv("NEMOLENS_EXIT_TIMEOUT_MS") ? 0 : TREE_QUICK_MS;
-	if (tree_export(t, true, deadline, quick) > 0)
-		tree_keep(t, mask);
+	bool live = tree_export(t, true, deadline, quick) > 0;
 	nl_transport_free(t->d.transport);
 	t->d.transport = NULL;
+	if (t->keeper_fd >= 0) {
+		if (!live)
+			send(t->keeper_fd, "q", 1, MSG_NOSIGNAL);
+		close(t->keeper_fd);   /* else the keeper takes over */
+		t->keeper_fd = -1;
+	}
 }
 
 static void usage(void)
@@ -816,7 +850,9 @@ static int run(char **argv)
 		_exit(err == ENOENT || err == ENOTDIR ? EXIT_NOT_FOUND : EXIT_CANNOT_EXEC);
 	}
 
-	/* After the fork: the program is not a copy of a process with threads. */
+	/* After the fork: neither the program nor the keeper is a copy of a
+	 * process with threads. */
+	keeper_start(&tree, &saved_mask);
 	tree_start(&tree);
 	int status = 0;
 	for (;;) {
@@ -840,7 +876,7 @@ static int run(char **argv)
 	}
 
 	if (tree.on) {
-		tree_finish(&tree, &saved_mask);
+		tree_finish(&tree);
 	} else {
 		nl_deliver_leftovers();
 	}

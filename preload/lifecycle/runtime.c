@@ -423,9 +423,8 @@ static void start_on_first_record(void)
  * values are cumulative, so what it did not read goes with the next export. */
 static void take_over_export(void)
 {
-	if (!nl_seg_exporter() || nl_seg_exporter_alive())
+	if (!nl_seg_exporter() || !nl_seg_take_export())
 		return;
-	nl_seg_set_exporter(0);
 	register_exit_flush();
 	start_thread();
 }
@@ -497,7 +496,7 @@ static void flush_at_exit(void)
 	/* The exporter delivers the segment, as it stands, within an interval;
 	 * and a predecessor's (exec) that this image found, when it recorded
 	 * nothing itself. */
-	if (nl_seg_exporter() ? nl_seg_exporter_alive() : run_exporter && kill((pid_t)run_exporter, 0) == 0)
+	if (nl_seg_exporter() ? !nl_seg_take_export() : run_exporter && kill((pid_t)run_exporter, 0) == 0)
 		return;
 	NL_KEEP_ERRNO;
 	nl_hooks_bypass = 1;

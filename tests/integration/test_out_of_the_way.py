@@ -4,8 +4,8 @@ recorded meanwhile is not lost: once the collector answers, every value of
 every process arrives, exactly, under that process's own resource. Under
 nemolens-run the launcher exports for the whole tree: a program under it has
 no thread, socket or export library of the shim, its values arrive every
-interval, a daemon that outlives the launcher is exported to the end, and a
-process whose launcher was killed exports for itself. Timings are printed
+interval, a daemon that outlives the launcher is exported to its end, and so
+is a grandchild whose launcher was killed, by the launcher's keeper. Timings are printed
 (the bench measures them); the counts are asserted."""
 import os
 import re
@@ -276,6 +276,27 @@ os.wait()
 time.sleep(0.5)
 """
 
+# Connects twice; its child's child connects 3 times, prints its pid, then
+# connects as many times as each line on stdin says ("done" after each),
+# until "q".
+GRANDCHILD = CONN + r"""
+port = int(sys.argv[1])
+conn(port, 2)
+if os.fork() == 0:
+    if os.fork() == 0:
+        conn(port, 3)
+        print(os.getpid(), flush=True)
+        for line in sys.stdin:
+            if line.strip() == "q":
+                break
+            conn(port, int(line))
+            print("done", flush=True)
+        os._exit(0)
+    os.wait()
+    os._exit(0)
+os.wait()
+"""
+
 # A tree of N processes: this one connects once, each of its N - 1 children
 # i + 2 times; it prints the N pids once all connected, and all end when a
 # line arrives on stdin.
@@ -377,33 +398,48 @@ class UnderTheLauncher(OutOfTheWay):
         self.assertEqual(sorted(v for _, _, v in finals.values()), [1, 9])
         self.assertTrue(self.wait_for(lambda: not os.listdir(os.path.join(harness.runtime_dir(), "nemolens")), 30))
 
-    def test_a_process_whose_launcher_was_killed_exports_for_itself(self):
-        launcher = subprocess.Popen([LAUNCHER, harness.PYTHON, "-c", CONN + r"""
-port = int(sys.argv[1])
-conn(port, 2)
-print("ready", flush=True)
-sys.stdin.readline()
-conn(port, 5)
-""", str(self.listener.port)], env=self.launcher_env(OTEL_METRIC_EXPORT_INTERVAL=60000,
-                                                    NEMOLENS_EXIT_TIMEOUT_MS=5000),
+    def test_a_grandchild_whose_launcher_was_killed_is_exported_on(self):
+        launcher = subprocess.Popen([LAUNCHER, harness.PYTHON, "-c", GRANDCHILD, str(self.listener.port)],
+                                    env=self.launcher_env(OTEL_METRIC_EXPORT_INTERVAL=500,
+                                                          NEMOLENS_EXIT_TIMEOUT_MS=5000),
                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
         try:
-            self.assertEqual(launcher.stdout.readline(), "ready\n")
+            grandchild = int(launcher.stdout.readline())
             with open(f"/proc/{launcher.pid}/task/{launcher.pid}/children") as f:
-                program = int(f.read().split()[0])
+                program, keeper = map(int, f.read().split())
+            self.assertTrue(self.wait_for(lambda: self.value_of(grandchild) == 3, 20), self.value_of(grandchild))
             os.kill(launcher.pid, signal.SIGKILL)
             launcher.wait()
-            launcher.stdin.write("go\n")
+            # The grandchild records on, idle otherwise: no fork, no exit.
+            launcher.stdin.write("4\n")
             launcher.stdin.flush()
-            self.assertTrue(self.wait_for(lambda: not os.path.exists(f"/proc/{program}"), 30))
+            self.assertEqual(launcher.stdout.readline(), "done\n")
+            t0 = time.monotonic()
+            self.assertTrue(self.wait_for(lambda: self.value_of(grandchild) == 7, 20), self.value_of(grandchild))
+            took = time.monotonic() - t0
+            # Exported by the keeper: nothing of the exporter runs in it.
+            tasks = os.listdir(f"/proc/{grandchild}/task")
+            with open(f"/proc/{grandchild}/maps") as f:
+                loaded = sorted({lib for lib in EXPORT_LIBS if lib in f.read()})
+            print(f"\n  launcher SIGKILLed: the grandchild's new values arrived {took:.2f} s after they were "
+                  f"recorded (interval 0.5 s); its threads {len(tasks)}, export libraries {loaded or 'none'}",
+                  file=sys.stderr)
+            self.assertEqual((len(tasks), loaded), (1, []))
+            launcher.stdin.write("q\n")
+            launcher.stdin.flush()
+            for pid in (grandchild, program, keeper):
+                self.assertTrue(self.wait_for(lambda: not os.path.exists(f"/proc/{pid}"), 30), pid)
         finally:
             launcher.kill()
             launcher.wait()
             launcher.stdin.close()
             launcher.stdout.close()
-        # Its own exit flush: the launcher that would have exported is gone.
-        self.assertTrue(self.wait_for(lambda: self.value_of(program) == 7, 30), self.value_of(program))
-        self.assertEqual(len(self.instances(program)), 1)
+        seen = [p.as_int for res, _, p in self.sink.points(CONNECTS) if res["process.pid"] == grandchild]
+        self.assertEqual(sorted(set(seen)), [3, 7], "before and after the kill")
+        self.assertEqual(seen, sorted(seen), "cumulative: never a value that goes back")
+        self.assertEqual(len(self.instances(grandchild)), 1, "one identity from start to end")
+        self.assertEqual({pid: v for pid, _, v in self.finals().values()}, {program: 2, grandchild: 7})
+        self.assertEqual(self.files_left(), [])
 
     def test_a_tree_of_50_arrives_every_interval(self):
         # 50 processes of a sanitizer build outgrow a shared 2-core machine.
