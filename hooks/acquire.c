@@ -48,6 +48,26 @@ static enum nl_queue_outcome probe(int fd)
 	return NL_QUEUE_ABANDONED;
 }
 
+/* A socket created before the shim saw it (inherited across exec, or from
+ * socketpair), connecting to a counted destination: the kernel is asked
+ * once what it is. */
+static __attribute__((noinline)) int classify_unknown(int fd, const struct sockaddr *addr, socklen_t len,
+						      struct nl_fd **entry)
+{
+	int dest = nl_dest_match(addr, len);
+	if (dest == NL_DEST_NONE)
+		return NL_DEST_NONE;
+	if (!is_stream_socket(fd)) {
+		nl_fd_ignore(fd);
+		return NL_DEST_NONE;
+	}
+	nl_fd_track(fd);
+	*entry = nl_fd_lookup(fd);
+	return dest;
+}
+
+/* Every connect() of the program asks: the usual case (a socket the shim
+ * tracks, connecting once) needs no stack frame. */
 int nl_acq_classify(int fd, const struct sockaddr *addr, socklen_t len, struct nl_fd **entry)
 {
 	struct nl_fd *e = nl_fd_lookup(fd);
@@ -57,20 +77,42 @@ int nl_acq_classify(int fd, const struct sockaddr *addr, socklen_t len, struct n
 		return NL_ACQ_RECHECK;
 	if (state == NL_FD_IGNORED || !addr || len < (socklen_t)sizeof(sa_family_t) || addr->sa_family == AF_UNSPEC)
 		return NL_DEST_NONE;
-	int dest = nl_dest_match(addr, len);
-	if (dest == NL_DEST_NONE)
-		return NL_DEST_NONE;
-	if (state == NL_FD_UNTRACKED) {
-		/* A socket created before the shim saw it (inherited across exec, or from
-		 * socketpair): ask the kernel once what it is. */
-		if (!is_stream_socket(fd)) {
-			nl_fd_ignore(fd);
-			return NL_DEST_NONE;
-		}
-		nl_fd_track(fd);
-		*entry = nl_fd_lookup(fd);
-	}
-	return dest;
+	if (state == NL_FD_UNTRACKED)
+		return classify_unknown(fd, addr, len, entry);
+	return nl_dest_match(addr, len);
+}
+
+/* A connect() again on a pending fd: it may tell how the first one ended. */
+static __attribute__((noinline)) void recheck(int fd, int result, int err)
+{
+	if (result == 0 || err == EISCONN)
+		settle(fd, NL_QUEUE_OK);
+	else if (err != EALREADY && err != EINPROGRESS && err != EINTR)
+		settle(fd, NL_QUEUE_ABANDONED);
+}
+
+/* A counted connect() that is still in progress: the wait starts. */
+static __attribute__((noinline)) void start_pending(struct nl_fd *e, int what, unsigned long long t0_ns)
+{
+	nl_conn_attempt(what);
+	e->dest = (int16_t)what;
+	e->start_ns = t0_ns;
+	nl_fd_start_connecting(e);
+}
+
+static inline void count(struct nl_fd *e, int what, unsigned long long t0_ns, int result, int err)
+{
+	if (result == 0 || (err != EINPROGRESS && err != EINTR) || !e)
+		nl_conn_attempt(what);   /* finished inside the call, either way: no wait to record */
+	else
+		start_pending(e, what, t0_ns);
+}
+
+static __attribute__((noinline)) void kick_then_count(struct nl_fd *e, int what, unsigned long long t0_ns, int result,
+						      int err)
+{
+	nl_runtime_kick();
+	count(e, what, t0_ns, result, err);
 }
 
 void nl_acq_connected(int fd, struct nl_fd *e, int what, unsigned long long t0_ns, int result, int err)
@@ -79,19 +121,17 @@ void nl_acq_connected(int fd, struct nl_fd *e, int what, unsigned long long t0_n
 	if (what == NL_DEST_NONE)
 		return;
 	if (what == NL_ACQ_RECHECK) {
-		if (result == 0 || err == EISCONN)
-			settle(fd, NL_QUEUE_OK);
-		else if (err != EALREADY && err != EINPROGRESS && err != EINTR)
-			settle(fd, NL_QUEUE_ABANDONED);
+		recheck(fd, result, err);
 		return;
 	}
-	nl_runtime_kick();   /* before anything is written: the first record makes the segment (state.h) */
-	nl_conn_attempt(what);
-	if (result == 0 || (err != EINPROGRESS && err != EINTR) || !e)
-		return;   /* finished inside the call, either way: no wait to record */
-	e->dest = what;
-	e->start_ns = t0_ns;
-	nl_fd_start_connecting(e);
+	/* Kicked before anything is written: the first record makes the segment
+	 * (state.h). The first time out of line, so that the usual case needs
+	 * no stack frame. */
+	if (!atomic_load_explicit(&nl_runtime_kicked, memory_order_acquire)) {
+		kick_then_count(e, what, t0_ns, result, err);
+		return;
+	}
+	count(e, what, t0_ns, result, err);
 }
 
 void nl_acq_after_io(int fd, int ok)

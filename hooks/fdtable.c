@@ -9,11 +9,10 @@
 _Atomic(struct nl_fd *) nl_fd_chunks[NL_FD_CHUNK_SLOTS];
 _Atomic unsigned nl_fd_watching;
 
-struct nl_fd *nl_fd_get(int fd)
+/* The first fd of a chunk's range: the chunk is mapped (out of line, so
+ * that nl_fd_get's usual case needs no stack frame). */
+static __attribute__((noinline)) struct nl_fd *map_chunk(int fd)
 {
-	struct nl_fd *e = nl_fd_lookup(fd);
-	if (e || (unsigned)fd >= NL_FD_LIMIT)
-		return e;
 	/* mmap rather than malloc: async-signal-safe, and untouched pages cost no RSS. */
 	NL_KEEP_ERRNO;
 	size_t size = NL_FD_CHUNK * sizeof(struct nl_fd);
@@ -29,14 +28,27 @@ struct nl_fd *nl_fd_get(int fd)
 	return &chunk[(unsigned)fd & (NL_FD_CHUNK - 1)];
 }
 
-/* The one place a state is overwritten: keeps nl_fd_watching exact. */
+struct nl_fd *nl_fd_get(int fd)
+{
+	struct nl_fd *e = nl_fd_lookup(fd);
+	if (e || (unsigned)fd >= NL_FD_LIMIT)
+		return e;
+	return map_chunk(fd);
+}
+
+void nl_fd_connecting_cleared(struct nl_fd *e)
+{
+	atomic_fetch_and(&e->watch, (uint8_t)~NL_WATCH_CONNECTING);
+	atomic_fetch_sub(&nl_fd_watching, 1);
+}
+
+/* The one place a state is overwritten (with nl_fd_clear): keeps
+ * nl_fd_watching exact. */
 static uint32_t set_state(struct nl_fd *e, uint32_t state)
 {
 	uint32_t old = atomic_exchange(&e->state, state);
-	if (old == NL_FD_CONNECTING) {
-		atomic_fetch_and(&e->watch, (uint8_t)~NL_WATCH_CONNECTING);
-		atomic_fetch_sub(&nl_fd_watching, 1);
-	}
+	if (old == NL_FD_CONNECTING)
+		nl_fd_connecting_cleared(e);
 	return old;
 }
 
@@ -52,16 +64,6 @@ int nl_fd_http_start(struct nl_fd *e, enum nl_fd_http side)
 	return 1;
 }
 
-int nl_fd_http_stop(struct nl_fd *e)
-{
-	if (!(atomic_load_explicit(&e->watch, memory_order_relaxed) & NL_WATCH_HTTP))
-		return 0;
-	if (!(atomic_fetch_and(&e->watch, (uint8_t)~(NL_WATCH_HTTP | NL_WATCH_FED | NL_WATCH_INIT)) & NL_WATCH_HTTP))
-		return 0;
-	atomic_fetch_sub(&nl_fd_watching, 1);
-	return 1;
-}
-
 /* The HTTP layer stops following the number's bytes (its exchanges were
  * settled by http.c first where there was a close to see). */
 static void drop_http(struct nl_fd *e) { nl_fd_http_stop(e); }
@@ -69,10 +71,22 @@ static void drop_http(struct nl_fd *e) { nl_fd_http_stop(e); }
 void nl_fd_track(int fd)
 {
 	struct nl_fd *e = nl_fd_get(fd);
-	if (e) {
-		drop_http(e);
-		set_state(e, NL_FD_SOCKET);
-	}
+	if (e)
+		nl_fd_track_entry(e);
+}
+
+void nl_fd_track_followed(struct nl_fd *e, enum nl_fd_http side, int dest)
+{
+	/* nl_fd_track's stop and nl_fd_http_start's start in one exchange of
+	 * the watch byte: following before and after, the count stays. */
+	e->dest = (int16_t)dest;
+	uint8_t old = atomic_load_explicit(&e->watch, memory_order_relaxed), want;
+	do
+		want = (uint8_t)((old & ~(NL_WATCH_HTTP | NL_WATCH_FED | NL_WATCH_INIT)) | side);
+	while (!atomic_compare_exchange_weak(&e->watch, &old, want));
+	if (!(old & NL_WATCH_HTTP))
+		atomic_fetch_add(&nl_fd_watching, 1);
+	set_state(e, NL_FD_SOCKET);
 }
 
 void nl_fd_ignore(int fd)
@@ -82,15 +96,6 @@ void nl_fd_ignore(int fd)
 		drop_http(e);
 		set_state(e, NL_FD_IGNORED);
 	}
-}
-
-uint32_t nl_fd_clear(struct nl_fd *e)
-{
-	if (atomic_load_explicit(&e->watch, memory_order_relaxed) & NL_WATCH_HTTP)
-		drop_http(e);
-	if (atomic_load_explicit(&e->state, memory_order_relaxed) == NL_FD_UNTRACKED)
-		return NL_FD_UNTRACKED;
-	return set_state(e, NL_FD_UNTRACKED);
 }
 
 uint32_t nl_fd_forget(int fd)

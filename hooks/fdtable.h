@@ -93,8 +93,17 @@ static inline int nl_fd_http_was_fed(struct nl_fd *e)
 {
 	return atomic_load_explicit(&e->watch, memory_order_relaxed) & NL_WATCH_FED;
 }
-/* Stops following e's bytes; false if they were not followed. */
-int nl_fd_http_stop(struct nl_fd *e);
+/* Stops following e's bytes; false if they were not followed. Inline:
+ * every close of a followed socket comes here. */
+static inline int nl_fd_http_stop(struct nl_fd *e)
+{
+	if (!(atomic_load_explicit(&e->watch, memory_order_relaxed) & NL_WATCH_HTTP))
+		return 0;
+	if (!(atomic_fetch_and(&e->watch, (uint8_t)~(NL_WATCH_HTTP | NL_WATCH_FED | NL_WATCH_INIT)) & NL_WATCH_HTTP))
+		return 0;
+	atomic_fetch_sub(&nl_fd_watching, 1);
+	return 1;
+}
 
 static inline int nl_fd_any_watched(void)
 {
@@ -116,12 +125,40 @@ struct nl_fd *nl_fd_get(int fd);
 
 /* Starts tracking fd as a fresh socket, forgetting whatever state the number had. */
 void nl_fd_track(int fd);
+/* The same for the entry of a socket just accepted, and its bytes followed
+ * by the HTTP layer as side (dest: the destination index of a client
+ * socket): nl_fd_track, then nl_http_watch, in one step. */
+void nl_fd_track_followed(struct nl_fd *e, enum nl_fd_http side, int dest);
 /* Marks fd as a socket the shim knows and does not count. */
 void nl_fd_ignore(int fd);
 /* Stops tracking fd; returns the state it had. */
 uint32_t nl_fd_forget(int fd);
-/* The same for an entry already looked up. */
-uint32_t nl_fd_clear(struct nl_fd *e);
+
+/* A state overwritten was NL_FD_CONNECTING: the watch bit and count follow. */
+void nl_fd_connecting_cleared(struct nl_fd *e);
+
+/* nl_fd_track for an entry already looked up (or got). Inline: every new
+ * socket comes here. */
+static inline void nl_fd_track_entry(struct nl_fd *e)
+{
+	nl_fd_http_stop(e);
+	if (atomic_exchange(&e->state, NL_FD_SOCKET) == NL_FD_CONNECTING)
+		nl_fd_connecting_cleared(e);
+}
+
+/* Stops tracking an entry already looked up; returns the state it had.
+ * Inline: every close of a tracked socket comes here. */
+static inline uint32_t nl_fd_clear(struct nl_fd *e)
+{
+	if (atomic_load_explicit(&e->watch, memory_order_relaxed) & NL_WATCH_HTTP)
+		nl_fd_http_stop(e);
+	if (atomic_load_explicit(&e->state, memory_order_relaxed) == NL_FD_UNTRACKED)
+		return NL_FD_UNTRACKED;
+	uint32_t old = atomic_exchange(&e->state, NL_FD_UNTRACKED);
+	if (old == NL_FD_CONNECTING)
+		nl_fd_connecting_cleared(e);
+	return old;
+}
 /* Marks e as connecting (its dest and start set first). */
 void nl_fd_start_connecting(struct nl_fd *e);
 /* Connecting -> socket, once: true for the caller that made the change. */

@@ -76,19 +76,6 @@ static struct nl_httpconn *conn_get(int fd)
 	return &chunk[(unsigned)fd & (NL_FD_CHUNK - 1)];
 }
 
-void nl_http_watch(int fd, enum nl_fd_http side, int dest)
-{
-	NL_HOOK_SCOPE;
-	struct nl_fd *e = nl_fd_lookup(fd);
-	if (!e)
-		return;
-	/* Only the fd's entry: the connection's state is set up with its first
-	 * bytes (first_feed), since most candidates (any connected socket, any
-	 * accepted one) never carry HTTP, or none before they close. */
-	e->dest = (int16_t)dest;
-	nl_fd_http_start(e, side);
-}
-
 /* The fd's first bytes since it was watched: its conn is set up, by one
  * thread (NL_WATCH_INIT claims it; the other direction's first feeder waits
  * the few stores it takes). NULL when the fd stopped being followed, or its

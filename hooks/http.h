@@ -24,9 +24,17 @@
 
 #include "fdtable.h"
 
-/* Starts following fd (a socket just accepted or connected); dest is the
- * destination index of a client socket. */
-void nl_http_watch(int fd, enum nl_fd_http side, int dest);
+/* Starts following the socket of entry e (just connected: a socket just
+ * accepted is followed by nl_fd_track_followed); dest is the destination
+ * index of a client socket. Only the fd's entry: the connection's state is
+ * set up with its first bytes (first_feed in http.c), since most
+ * candidates (any connected socket, any accepted one) never carry HTTP, or
+ * none before they close. */
+static inline void nl_http_watch(struct nl_fd *e, enum nl_fd_http side, int dest)
+{
+	e->dest = (int16_t)dest;
+	nl_fd_http_start(e, side);
+}
 
 /* After an I/O call on a followed fd moved n > 0 bytes; out: written. t0_ns
  * is the time before a write (a client's request starts when its first

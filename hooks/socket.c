@@ -39,9 +39,8 @@ static int counting(void)
 }
 
 /* Exchanges still followed on a number the program closed behind libc's back. */
-static void release_http(int fd)
+static inline void release_http(struct nl_fd *e, int fd)
 {
-	struct nl_fd *e = nl_fd_lookup(fd);
 	if (e && nl_fd_http_was_fed(e))
 		nl_http_release(fd);
 }
@@ -50,11 +49,12 @@ static void release_http(int fd)
 static void fresh_socket(int fd, int domain, int type)
 {
 	int base = type & ~(SOCK_NONBLOCK | SOCK_CLOEXEC);
-	release_http(fd);   /* as for accept: a number reused behind libc's back */
+	struct nl_fd *e = nl_fd_lookup(fd);
+	release_http(e, fd);   /* as for accept: a number reused behind libc's back */
 	if (!counting())
 		nl_fd_forget(fd);
 	else if (base == SOCK_STREAM && (domain == AF_INET || domain == AF_INET6 || domain == AF_UNIX))
-		nl_fd_track(fd);
+		e ? nl_fd_track_entry(e) : nl_fd_track(fd);
 	else
 		nl_fd_ignore(fd);
 }
@@ -89,14 +89,18 @@ static void accepted(int listener, int fd)
 	 * the one system call it may make). A number the program closed behind
 	 * libc's back (libuv closes with a raw system call) still has its old
 	 * exchanges: they ended then. */
-	release_http(fd);
+	struct nl_fd *e = nl_fd_lookup(fd);
+	release_http(e, fd);
 	if (nl_fd_state(listener) != NL_FD_SOCKET) {
 		nl_fd_copy(listener, fd);
 		return;
 	}
-	nl_fd_track(fd);
+	if (!e && !(e = nl_fd_get(fd)))
+		return;
 	if (nl_http_server_on && counting())
-		nl_http_watch(fd, NL_HTTP_SERVER, -1);
+		nl_fd_track_followed(e, NL_HTTP_SERVER, -1);
+	else
+		nl_fd_track_entry(e);
 }
 
 NL_EXPORT int accept(int fd, struct sockaddr *addr, socklen_t *len)
@@ -129,8 +133,8 @@ NL_EXPORT int connect(int fd, const struct sockaddr *addr, socklen_t len)
 	int err = errno;
 	nl_acq_connected(fd, e, what, t0, r, err);
 	/* A counted connect that did not fail at once may carry HTTP requests. */
-	if (nl_http_client_on && what >= 0 && (r == 0 || err == EINPROGRESS || err == EINTR))
-		nl_http_watch(fd, NL_HTTP_CLIENT, what);
+	if (nl_http_client_on && what >= 0 && e && (r == 0 || err == EINPROGRESS || err == EINTR))
+		nl_http_watch(e, NL_HTTP_CLIENT, what);
 	return r;
 }
 
@@ -146,7 +150,7 @@ NL_EXPORT int getsockopt(int fd, int level, int name, void *val, socklen_t *len)
 }
 
 /* The fd goes away: its HTTP exchanges end, then its acquisition. */
-static void release_entry(struct nl_fd *e, int fd)
+static inline __attribute__((always_inline)) void release_entry(struct nl_fd *e, int fd)
 {
 	/* A candidate that never carried bytes is simply forgotten with the fd. */
 	if (nl_fd_http_was_fed(e))

@@ -333,24 +333,21 @@ static bool resolved_for(int host, int family, const unsigned char *addr)
 	return false;
 }
 
-int nl_dest_match(const struct sockaddr *sa, socklen_t len)
+/* A Unix stream socket path: the first unix: rule naming it. */
+static __attribute__((noinline)) int match_unix(const struct sockaddr *sa, socklen_t len)
 {
-	if (!sa || len < (socklen_t)sizeof(sa_family_t))
-		return NL_DEST_NONE;
-	if (sa->sa_family == AF_UNIX) {
-		const struct sockaddr_un *un = (const struct sockaddr_un *)sa;
-		size_t max = len - offsetof(struct sockaddr_un, sun_path);
-		for (int i = 0; i < n_rules; i++)
-			if (rules[i].kind == RULE_UNIX && strnlen(un->sun_path, max) == strlen(rules[i].path) &&
-			    strncmp(un->sun_path, rules[i].path, max) == 0)
-				return rules[i].dest;
-		return NL_DEST_NONE;
-	}
-	if (n_rules == 0)   /* no rules: every IP destination is external */
-		return (sa->sa_family == AF_INET && len >= (socklen_t)sizeof(struct sockaddr_in)) ||
-			       (sa->sa_family == AF_INET6 && len >= (socklen_t)sizeof(struct sockaddr_in6))
-			       ? NL_DEST_EXTERNAL
-			       : NL_DEST_NONE;
+	const struct sockaddr_un *un = (const struct sockaddr_un *)sa;
+	size_t max = len - offsetof(struct sockaddr_un, sun_path);
+	for (int i = 0; i < n_rules; i++)
+		if (rules[i].kind == RULE_UNIX && strnlen(un->sun_path, max) == strlen(rules[i].path) &&
+		    strncmp(un->sun_path, rules[i].path, max) == 0)
+			return rules[i].dest;
+	return NL_DEST_NONE;
+}
+
+/* An IP address, with rules to try. */
+static __attribute__((noinline)) int match_ip(const struct sockaddr *sa, socklen_t len)
+{
 	int family, port;
 	unsigned char addr[16] = { 0 };
 	if (!inet_key(sa, len, &family, addr, &port))
@@ -379,6 +376,23 @@ int nl_dest_match(const struct sockaddr *sa, socklen_t len)
 		}
 	}
 	return NL_DEST_EXTERNAL;
+}
+
+/* Every connect() of the program asks: the cases without rules to try
+ * (the usual one: no rules at all) need no stack frame, the others are
+ * out of line. */
+int nl_dest_match(const struct sockaddr *sa, socklen_t len)
+{
+	if (!sa || len < (socklen_t)sizeof(sa_family_t))
+		return NL_DEST_NONE;
+	if (sa->sa_family == AF_UNIX)
+		return n_rules ? match_unix(sa, len) : NL_DEST_NONE;
+	if (n_rules == 0)   /* no rules: every IP destination is external */
+		return (sa->sa_family == AF_INET && len >= (socklen_t)sizeof(struct sockaddr_in)) ||
+			       (sa->sa_family == AF_INET6 && len >= (socklen_t)sizeof(struct sockaddr_in6))
+			       ? NL_DEST_EXTERNAL
+			       : NL_DEST_NONE;
+	return match_ip(sa, len);
 }
 
 /* An address literal ("1.2.3.4", "[::1]") with a known port, matched as
