@@ -38,11 +38,12 @@ static inline void nl_http_watch(struct nl_fd *e, enum nl_fd_http side, int dest
 
 /* After an I/O call on a followed fd moved n > 0 bytes; out: written. t0_ns
  * is the time before a write (a client's request starts when its first
- * byte is handed over, not when the call returns), 0 for reads. */
-void nl_http_bytes(struct nl_fd *e, int fd, int out, const void *buf, size_t n, uint64_t t0_ns)
-	__attribute__((cold));
+ * byte is handed over, not when the call returns), 0 for reads. Not cold:
+ * on a followed fd every call comes here, and the unfollowed paths never
+ * reach the calls. */
+void nl_http_bytes(struct nl_fd *e, int fd, int out, const void *buf, size_t n, uint64_t t0_ns);
 void nl_http_iov(struct nl_fd *e, int fd, int out, const struct iovec *iov, size_t iovcnt, size_t n,
-		 uint64_t t0_ns) __attribute__((cold));
+		 uint64_t t0_ns);
 /* The time before a write on e, when it can start a client's request. */
 uint64_t nl_http_write_start(struct nl_fd *e);
 /* Bytes the program moved without the shim seeing them (sendfile, splice):

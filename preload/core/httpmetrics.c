@@ -44,6 +44,18 @@ static uint64_t word_of(const char *m, size_t n)
 		 : 0;
 }
 
+/* The known methods of up to 8 bytes by a hash of their word and length
+ * (index + 1; 0: none), so that a request's method is found with one
+ * compare; a slot two methods want keeps the first, the other is found by
+ * the loop. */
+#define METHOD_SLOTS 64
+static uint8_t method_slot[METHOD_SLOTS];
+
+static inline unsigned method_hash(uint64_t w, size_t n)
+{
+	return (unsigned)(((w + n) * 0x9E3779B97F4A7C15ull) >> 58);
+}
+
 static void add_method(const char *m, size_t n)
 {
 	if (n == 0 || n >= METHOD_LEN || n_methods >= NL_HTTP_METHODS_MAX)
@@ -51,6 +63,8 @@ static void add_method(const char *m, size_t n)
 	memcpy(methods[n_methods], m, n);
 	method_len[n_methods] = n;
 	method_word[n_methods] = word_of(m, n);
+	if (n <= 8 && !method_slot[method_hash(method_word[n_methods], n)])
+		method_slot[method_hash(method_word[n_methods], n)] = (uint8_t)(n_methods + 1);
 	if (n == 4 && memcmp(m, "POST", 4) == 0)
 		method_post = n_methods;
 	n_methods++;
@@ -83,6 +97,9 @@ unsigned nl_http_method(const char *m, size_t n)
 {
 	if (n <= 8) {
 		uint64_t w = word_of(m, n);
+		unsigned k = method_slot[method_hash(w, n)];
+		if (k && method_word[k - 1] == w && method_len[k - 1] == n)
+			return k - 1;
 		for (unsigned i = 0; i < n_methods; i++)
 			if (method_word[i] == w && method_len[i] == n)
 				return i;
@@ -374,7 +391,9 @@ static size_t client_attrs(const struct nl_http_exchange *x, struct nl_attr *a)
 	return n;
 }
 
-static void make_series(struct cell *c, bool client, const struct nl_http_exchange *x)
+/* Once per combination: out of line, so that finding a cell again needs no
+ * stack frame. */
+static __attribute__((noinline)) void make_series(struct cell *c, bool client, const struct nl_http_exchange *x)
 {
 	struct nl_attr a[NL_MAX_ATTRS];
 	if (client) {
