@@ -149,6 +149,18 @@ static uint64_t path_hash(const char *t, size_t n, bool truncated)
 	return h ^ h >> 29;
 }
 
+/* A path not in the cache: templated, and remembered. */
+static __attribute__((noinline)) int route_miss(_Atomic uint64_t *slot, uint64_t h, const char *target, size_t n,
+						bool truncated)
+{
+	int id = nl_route_lookup(target, n, truncated);
+	/* Past the cap stays past the cap, but a lookup may say so only for a
+	 * while (another thread inserting): not remembered. */
+	if (id >= NL_ROUTE_NONE && id < 0xfffd)
+		atomic_store_explicit(slot, (h & ~0xffffull) | (uint64_t)(id + 2), memory_order_relaxed);
+	return id;
+}
+
 int nl_http_route(const char *target, size_t n, bool truncated)
 {
 	uint64_t h = path_hash(target, n, truncated);
@@ -156,12 +168,7 @@ int nl_http_route(const char *target, size_t n, bool truncated)
 	uint64_t e = atomic_load_explicit(slot, memory_order_relaxed);
 	if (e && (e & ~0xffffull) == (h & ~0xffffull))
 		return (int)(e & 0xffff) - 2;
-	int id = nl_route_lookup(target, n, truncated);
-	/* Past the cap stays past the cap, but a lookup may say so only for a
-	 * while (another thread inserting): not remembered. */
-	if (id >= NL_ROUTE_NONE && id < 0xfffd)
-		atomic_store_explicit(slot, (h & ~0xffffull) | (uint64_t)(id + 2), memory_order_relaxed);
-	return id;
+	return route_miss(slot, h, target, n, truncated);
 }
 
 /* ---- hosts (client side: server.address) ------------------------------------ */
