@@ -1739,6 +1739,15 @@ NOINLINE static bool feed_response(struct nl_h1 *h, const uint8_t *p, const uint
 }
 #endif
 
+/* Bytes through the states (out of line, so that nl_h1_feed's quick cases
+ * need no stack frame). */
+NOINLINE static bool feed_states(struct nl_h1 *h, struct nl_h1_half *s, const uint8_t *p, size_t n, nl_h1_sink sink,
+				 void *ctx, bool req)
+{
+	struct run r = { h, s, sink, ctx, p + n, n >= 16, n >= 32, req };
+	return parse(&r, p, p + n) && !atomic_load_explicit(&h->stopped, memory_order_relaxed);
+}
+
 bool nl_h1_feed(struct nl_h1 *h, enum nl_h1_dir dir, const void *buf, size_t n, nl_h1_sink sink, void *ctx)
 {
 	if (atomic_load_explicit(&h->stopped, memory_order_relaxed))
@@ -1764,8 +1773,7 @@ bool nl_h1_feed(struct nl_h1 *h, enum nl_h1_dir dir, const void *buf, size_t n, 
 		s->body_size += n;
 		return !atomic_load_explicit(&h->stopped, memory_order_relaxed);
 	}
-	struct run r = { h, s, sink, ctx, p + n, n >= 16, n >= 32, req };
-	return parse(&r, p, p + n) && !atomic_load_explicit(&h->stopped, memory_order_relaxed);
+	return feed_states(h, s, p, n, sink, ctx, req);
 }
 
 void nl_h1_close(struct nl_h1 *h, nl_h1_sink sink, void *ctx)
