@@ -33,6 +33,8 @@ LAUNCHER = os.path.join(os.path.dirname(harness.SO), "nemolens-run")
 INTERVAL_MS = 1000
 PY = os.path.basename(os.path.realpath(harness.PYTHON))   # process.executable.name of Python
 SANITIZED = bool(os.environ.get("NL_SANITIZER_RUNTIME"))
+# Under TSan a process start costs about 80 ms: the bulk cases run smaller there.
+TSAN = "tsan" in os.environ.get("NL_SANITIZER_RUNTIME", "")
 # The deadline is one interval plus a second; sanitizer builds run slower.
 DEADLINE_S = INTERVAL_MS / 1000 + 1.0 + (2.0 if SANITIZED else 0.3)
 
@@ -320,7 +322,7 @@ class NothingLost(harness.ShimTestCase):
     # ---- what is left behind -----------------------------------------------
 
     def test_nothing_left_behind_by_many_short_processes(self):
-        n = int(os.environ.get("NL_SHORT_PROCESSES", "1000" if SANITIZED else "3000")) // self.scale
+        n = int(os.environ.get("NL_SHORT_PROCESSES", "300" if TSAN else "1000" if SANITIZED else "3000")) // self.scale
         t0 = time.monotonic()
         p = self.run_prog(["bash", "-c", f"for i in $(seq {n}); do /bin/true; done"], self.env(), timeout=600)
         self.assertEqual((p.returncode, p.stdout, p.stderr), (0, "", ""))
@@ -498,7 +500,7 @@ class NothingLost(harness.ShimTestCase):
         return len(series)
 
     def test_fold_mode_bounds_series_churn(self):
-        n = int(os.environ.get("NL_FOLD_CHILDREN", "100" if SANITIZED else "400")) // self.scale
+        n = int(os.environ.get("NL_FOLD_CHILDREN", "30" if TSAN else "100" if SANITIZED else "400")) // self.scale
         counts = {}
         for mode in ("own", "fold"):
             self.sink.reset()
