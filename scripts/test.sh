@@ -54,7 +54,7 @@ else
 	failed+=("tsan build")
 fi
 if build build-fuzz -DCMAKE_C_COMPILER=clang -DCMAKE_BUILD_TYPE=Debug -DNEMOLENS_SANITIZE=address,undefined \
-	-DNEMOLENS_FUZZ=ON -DNEMOLENS_FUZZ_SECONDS="${NEMOLENS_FUZZ_SECONDS:-20}"; then
+	-DNEMOLENS_FUZZ=ON -DNEMOLENS_FUZZ_SECONDS="${NEMOLENS_FUZZ_SECONDS:-12}"; then
 	run "fuzz targets" ctest --test-dir build-fuzz --output-on-failure -L fuzz
 else
 	failed+=("fuzz build")
