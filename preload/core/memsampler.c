@@ -43,6 +43,10 @@
  * value (not readable, no smaps_rollup on this kernel, budget 0), the tree's
  * PSS gauge is left out of that sample. Zombies count for nothing.
  *
+ * Under nemolens-run the launcher runs this sampler for the processes whose
+ * segments it exports (memsampler.h): the same walk from each root's pid,
+ * the same budget, the values recorded into the root's own series.
+ *
  * Costs not under the budget: the /proc scan (one stat read per process on
  * the host) and, per member, stat + statm; per descendant that exec'd, its
  * environ (and its maps when the environment says it is another root).
@@ -62,6 +66,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -69,6 +75,7 @@
 #include "instruments.h"
 #include "log.h"
 #include "procfs.h"
+#include "segment.h"
 #include "state.h"
 #include "registry.h"
 
@@ -108,12 +115,29 @@ struct member {
 	uint64_t start;
 };
 
-static bool is_root;
-static bool is_outermost;
+/* One tree to sample: that of a server root, or the outermost process's
+ * view of everything below it, or both. In a shim process, the process's
+ * own (self); in nemolens-run, one per such process whose segment it
+ * exports, its series in that segment (mapped here). */
+struct mtree {
+	int pid;
+	uint64_t start;
+	uint64_t env_start, env_end;
+	bool is_root, is_outermost;
+	struct nl_series *s_usage[2], *s_peak[2], *s_procs;
+	struct nl_series *s_host_usage, *s_host_avail, *s_host_total, *s_host_peak, *s_servers;
+	int64_t peak[2], host_peak;
+	struct pss_entry *cache, *next_cache;
+	size_t n_cache, cap_cache, cap_next;
+	/* nemolens-run: the owner's segment, mapped for writing */
+	uint8_t *map;
+	size_t map_len;
+	uint64_t ino;
+	bool seen;                      /* in this round's listing */
+};
+
+static struct mtree self = { .peak = { -1, -1 }, .host_peak = -1 };
 static bool active;
-static int my_pid;
-static uint64_t my_start;
-static uint64_t my_env_start, my_env_end;
 static uint64_t page_size = 4096;
 static uint64_t interval_ns;
 static double pss_budget = 0.01;        /* fraction of one core; 0 = no PSS */
@@ -127,10 +151,6 @@ static double pss_ns_per_byte = 25e6 / (1 << 30);
 #define CREDIT_CAP_S 10.0
 #define CHEAP_READ_NS 1000000u          /* reads predicted below 1 ms ignore the credit */
 static bool have_rollup = true;
-
-static struct nl_series *s_usage[2], *s_peak[2], *s_procs;
-static struct nl_series *s_host_usage, *s_host_avail, *s_host_total, *s_host_peak, *s_servers;
-static int64_t peak[2] = { -1, -1 }, host_peak = -1;
 
 static pthread_mutex_t servers_lock = PTHREAD_MUTEX_INITIALIZER;
 static bool shut_down;                  /* under servers_lock */
@@ -148,8 +168,6 @@ struct frame {
 };
 static struct frame *stack;
 static size_t cap_stack;
-static struct pss_entry *cache, *next_cache;
-static size_t n_cache, cap_cache, cap_next;
 static char *envbuf;
 static size_t envcap;
 
@@ -301,7 +319,7 @@ static void read_budget(void)
 
 static void register_instruments(const struct nl_config *cfg)
 {
-	if (is_root) {
+	if (self.is_root) {
 		struct nl_instrument *usage =
 			nl_instrument_get("gym.server.memory.usage", "By",
 					  "Memory of the server's process tree (sum over its processes)", NL_GAUGE_INT,
@@ -315,29 +333,29 @@ static void register_instruments(const struct nl_config *cfg)
 		static const char *const types[2] = { "rss", "pss" };
 		struct nl_attr a[4] = { NL_ATTR_S("nemo.gym.server.name", cfg->server_name),
 					NL_ATTR_S("nemo.gym.server.type", cfg->server_type),
-					NL_ATTR_I("process.pid", my_pid), NL_ATTR_S("memory.type", "") };
+					NL_ATTR_I("process.pid", self.pid), NL_ATTR_S("memory.type", "") };
 		for (int t = 0; t < 2; t++) {
 			a[3].v.s = types[t];
-			s_usage[t] = usage ? nl_series_get(usage, a, 4) : NULL;
-			s_peak[t] = pk ? nl_series_get(pk, a, 4) : NULL;
+			self.s_usage[t] = usage ? nl_series_get(usage, a, 4) : NULL;
+			self.s_peak[t] = pk ? nl_series_get(pk, a, 4) : NULL;
 		}
-		s_procs = procs_i ? nl_series_get(procs_i, a, 3) : NULL;
+		self.s_procs = procs_i ? nl_series_get(procs_i, a, 3) : NULL;
 	}
-	if (is_outermost) {
+	if (self.is_outermost) {
 		struct nl_instrument *i;
 		i = nl_instrument_get("gym.host.memory.usage", "By", "Host memory in use (MemTotal - MemAvailable)",
 				      NL_GAUGE_INT, NULL, 0);
-		s_host_usage = i ? nl_series_get(i, NULL, 0) : NULL;
+		self.s_host_usage = i ? nl_series_get(i, NULL, 0) : NULL;
 		i = nl_instrument_get("gym.host.memory.available", "By", "Host memory available (MemAvailable)",
 				      NL_GAUGE_INT, NULL, 0);
-		s_host_avail = i ? nl_series_get(i, NULL, 0) : NULL;
+		self.s_host_avail = i ? nl_series_get(i, NULL, 0) : NULL;
 		i = nl_instrument_get("gym.host.memory.total", "By", "Host memory (MemTotal)", NL_GAUGE_INT, NULL, 0);
-		s_host_total = i ? nl_series_get(i, NULL, 0) : NULL;
+		self.s_host_total = i ? nl_series_get(i, NULL, 0) : NULL;
 		i = nl_instrument_get("gym.host.memory.sampled_peak", "By",
 				      "Largest sampled host memory in use since start", NL_GAUGE_INT, NULL, 0);
-		s_host_peak = i ? nl_series_get(i, NULL, 0) : NULL;
+		self.s_host_peak = i ? nl_series_get(i, NULL, 0) : NULL;
 		i = nl_inst(NL_I_GYM_SERVERS_ACTIVE);
-		s_servers = i ? nl_series_get(i, NULL, 0) : NULL;
+		self.s_servers = i ? nl_series_get(i, NULL, 0) : NULL;
 	}
 }
 
@@ -345,16 +363,16 @@ void nl_memsampler_init(const struct nl_config *cfg)
 {
 	if (!cfg->memory_profiling)
 		return;
-	my_pid = getpid();
+	self.pid = getpid();
 	long ps = sysconf(_SC_PAGESIZE);
 	if (ps > 0)
 		page_size = (uint64_t)ps;
 	interval_ns = (uint64_t)(cfg->memory_interval_ms > 0 ? cfg->memory_interval_ms : 1000) * 1000000u;
 	struct nl_proc_stat st;
-	if (stat_of(my_pid, &st) == 0) {
-		my_start = st.starttime;
-		my_env_start = st.env_start;
-		my_env_end = st.env_end;
+	if (stat_of(self.pid, &st) == 0) {
+		self.start = st.starttime;
+		self.env_start = st.env_start;
+		self.env_end = st.env_end;
 	}
 	else
 		nl_warn_once("proc.self", "memory sampler: cannot read /proc/self/stat; memory profiling is off");
@@ -362,33 +380,33 @@ void nl_memsampler_init(const struct nl_config *cfg)
 	const char *outer = env_nonempty(ENV_OUTERMOST);
 	char *end = NULL;
 	long op = outer ? strtol(outer, &end, 10) : 0;
-	is_outermost = !outer || *end || op <= 0 || !is_ancestor((int)op);
+	self.is_outermost = !outer || *end || op <= 0 || !is_ancestor((int)op);
 
 	const char *inherited = env_nonempty(ENV_PARENT_NAME);
 	bool declared = env_nonempty("NEMOLENS_SERVER_NAME") || cfg->service_name;
-	is_root = nl_server_is_root(declared ? cfg->server_name : NULL, inherited);
+	self.is_root = nl_server_is_root(declared ? cfg->server_name : NULL, inherited);
 
 	/* The constructor runs before main and before any thread of the shim:
 	 * the environment can still be changed safely. */
-	if (is_root && cfg->server_name)
+	if (self.is_root && cfg->server_name)
 		setenv(ENV_PARENT_NAME, cfg->server_name, 1);
-	if (is_outermost) {
+	if (self.is_outermost) {
 		char pid[24];
-		snprintf(pid, sizeof pid, "%d", my_pid);
+		snprintf(pid, sizeof pid, "%d", self.pid);
 		setenv(ENV_OUTERMOST, pid, 1);
 	}
-	if (my_start == 0) {
-		is_root = is_outermost = false;
+	if (self.start == 0) {
+		self.is_root = self.is_outermost = false;
 		return;
 	}
 	read_budget();
 	have_rollup = access("/proc/self/smaps_rollup", R_OK) == 0;
-	if (!have_rollup && is_root)
+	if (!have_rollup && self.is_root)
 		nl_warn_once("proc.smaps_rollup", "memory sampler: this kernel has no /proc/<pid>/smaps_rollup; "
 						  "gym.server.memory.* reports RSS only");
 	register_instruments(cfg);
-	active = is_root || is_outermost;
-	nl_debug("memsampler: pid %d root=%d outermost=%d name=%s pss budget %.3f%%", my_pid, is_root, is_outermost,
+	active = self.is_root || self.is_outermost;
+	nl_debug("memsampler: pid %d root=%d outermost=%d name=%s pss budget %.3f%%", self.pid, self.is_root, self.is_outermost,
 		 cfg->server_name ? cfg->server_name : "", pss_budget * 100);
 }
 
@@ -547,31 +565,33 @@ static bool reserve(void **arr, size_t *cap, size_t n, size_t sz)
  * process first) and counts the roots of other servers below (all of them
  * when counting for gym.servers.active, else only those met at the edge of
  * this tree). Returns the number of members. */
-static size_t walk(size_t *n_roots)
+static size_t walk(struct mtree *T, size_t *n_roots)
 {
 	*n_roots = 0;
+	for (size_t i = 0; i < n_procs; i++)
+		procs[i].visited = false;
 	size_t n_members = 0;
 	if (!reserve((void **)&stack, &cap_stack, n_procs + 1, sizeof *stack) ||
 	    !reserve((void **)&members, &cap_members, n_procs + 1, sizeof *members)) {
 		nl_warn_once("memsampler.oom", "memory sampler: out of memory; sample skipped");
 		return 0;
 	}
-	if (is_root)
-		members[n_members++] = (struct member){ my_pid, my_start };
+	if (T->is_root)
+		members[n_members++] = (struct member){ T->pid, T->start };
 	size_t top = 0;
-	stack[top++] = (struct frame){ my_pid, my_start, my_env_start, my_env_end, is_root };
+	stack[top++] = (struct frame){ T->pid, T->start, T->env_start, T->env_end, T->is_root };
 	while (top > 0) {
 		struct frame f = stack[--top];
 		for (size_t i = first_child(f.pid); i < n_procs && procs[i].ppid == f.pid; i++) {
 			struct proc *c = &procs[i];
 			/* A child that started before its parent is a stale edge left by
 			 * pid reuse during the scan: ignore it (this also rules out cycles). */
-			if (c->visited || c->start < f.start || c->pid == my_pid)
+			if (c->visited || c->start < f.start || c->pid == T->pid)
 				continue;
 			c->visited = true;
 			if (c->state == 'Z' || c->state == 'X')
 				continue;   /* exited: no memory, no children of its own */
-			if (!f.in_tree && !is_outermost)
+			if (!f.in_tree && !T->is_outermost)
 				continue;
 			struct frame cf = { c->pid, c->start, c->env_start, c->env_end, f.in_tree };
 			/* A fork that has not exec'd shows the environment its parent
@@ -581,7 +601,7 @@ static size_t walk(size_t *n_roots)
 			if (!fork_copy && other_root(c->pid)) {
 				(*n_roots)++;
 				cf.in_tree = false;
-				if (is_outermost)
+				if (T->is_outermost)
 					stack[top++] = cf;
 			} else {
 				if (f.in_tree)
@@ -599,10 +619,10 @@ static int by_pid(const void *a, const void *b)
 	return x->pid < y->pid ? -1 : x->pid > y->pid;
 }
 
-static struct pss_entry *cache_find(int pid, uint64_t start)
+static struct pss_entry *cache_find(const struct mtree *T, int pid, uint64_t start)
 {
 	struct pss_entry key = { .pid = pid };
-	struct pss_entry *e = n_cache ? bsearch(&key, cache, n_cache, sizeof *cache, by_pid) : NULL;
+	struct pss_entry *e = T->n_cache ? bsearch(&key, T->cache, T->n_cache, sizeof *T->cache, by_pid) : NULL;
 	return e && e->start == start ? e : NULL;
 }
 
@@ -618,12 +638,12 @@ static uint64_t pss_period(uint64_t cost_ns, double stretch)
 
 /* The factor by which every period is stretched so that the reads wanted
  * by all processes together stay within the budget. */
-static double pss_stretch(void)
+static double pss_stretch(const struct mtree *T)
 {
 	double rate = 0;
-	for (size_t i = 0; i < n_cache; i++)
-		if (cache[i].has_pss)
-			rate += (double)cache[i].cost_ns / (double)pss_period(cache[i].cost_ns, 1.0);
+	for (size_t i = 0; i < T->n_cache; i++)
+		if (T->cache[i].has_pss)
+			rate += (double)T->cache[i].cost_ns / (double)pss_period(T->cache[i].cost_ns, 1.0);
 	return rate > pss_budget ? rate / pss_budget : 1.0;
 }
 
@@ -716,17 +736,17 @@ static int member_rss(int dfd, uint64_t *rss)
 	return -1;
 }
 
-static void sample_tree(size_t n_members, uint64_t now, struct totals *t)
+static void sample_tree(struct mtree *T, size_t n_members, uint64_t now, struct totals *t)
 {
 	memset(t, 0, sizeof *t);
 	t->rss_ok = t->pss_ok = true;
-	if (!reserve((void **)&next_cache, &cap_next, n_members, sizeof *next_cache) ||
-	    !reserve((void **)&cache, &cap_cache, n_members, sizeof *cache)) {
+	if (!reserve((void **)&T->next_cache, &T->cap_next, n_members, sizeof *T->next_cache) ||
+	    !reserve((void **)&T->cache, &T->cap_cache, n_members, sizeof *T->cache)) {
 		nl_warn_once("memsampler.oom", "memory sampler: out of memory; sample skipped");
 		t->rss_ok = t->pss_ok = false;
 		return;
 	}
-	double stretch = pss_stretch();
+	double stretch = pss_stretch(T);
 	pss_earn(now);
 	size_t n_next = 0;
 	for (size_t i = 0; i < n_members; i++) {
@@ -753,9 +773,9 @@ static void sample_tree(size_t n_members, uint64_t now, struct totals *t)
 			t->rss_ok = false;
 			rss = 0;
 		}
-		struct pss_entry *e = &next_cache[n_next++];
+		struct pss_entry *e = &T->next_cache[n_next++];
 		*e = (struct pss_entry){ .pid = m->pid, .start = m->start };
-		member_pss(dfd, rss, cache_find(m->pid, m->start), e, now, stretch, t);
+		member_pss(dfd, rss, cache_find(T, m->pid, m->start), e, now, stretch, t);
 		close(dfd);
 		t->count++;
 		t->rss += rss;
@@ -765,14 +785,14 @@ static void sample_tree(size_t n_members, uint64_t now, struct totals *t)
 			t->pss_ok = false;
 	}
 	/* The new cache holds this sample's members only: exited processes go. */
-	qsort(next_cache, n_next, sizeof *next_cache, by_pid);
-	struct pss_entry *tmp = cache;
-	size_t tcap = cap_cache;
-	cache = next_cache;
-	cap_cache = cap_next;
-	next_cache = tmp;
-	cap_next = tcap;
-	n_cache = n_next;
+	qsort(T->next_cache, n_next, sizeof *T->next_cache, by_pid);
+	struct pss_entry *tmp = T->cache;
+	size_t tcap = T->cap_cache;
+	T->cache = T->next_cache;
+	T->cap_cache = T->cap_next;
+	T->next_cache = tmp;
+	T->cap_next = tcap;
+	T->n_cache = n_next;
 	if (t->count == 0)
 		t->rss_ok = t->pss_ok = false;
 }
@@ -798,7 +818,7 @@ static void record_peak(struct nl_series *s, int64_t *pk, uint64_t v)
 	gauge_set(s, (uint64_t)*pk);
 }
 
-static void sample_host(void)
+static void sample_host(struct mtree *T)
 {
 	char buf[8192];
 	ssize_t n = read_at(AT_FDCWD, "/proc/meminfo", buf, sizeof buf);
@@ -806,71 +826,102 @@ static void sample_host(void)
 	if (n < 0 || nl_parse_meminfo(buf, (size_t)n, &mi) != 0) {
 		nl_warn_once("proc.meminfo", "memory sampler: cannot read MemTotal/MemAvailable from /proc/meminfo; "
 					     "host memory left out");
-		gauge_clear(s_host_usage);
-		gauge_clear(s_host_avail);
-		gauge_clear(s_host_total);
+		gauge_clear(T->s_host_usage);
+		gauge_clear(T->s_host_avail);
+		gauge_clear(T->s_host_total);
 		return;
 	}
 	uint64_t used = mi.total - mi.available;
-	gauge_set(s_host_total, mi.total);
-	gauge_set(s_host_avail, mi.available);
-	gauge_set(s_host_usage, used);
-	record_peak(s_host_peak, &host_peak, used);
+	gauge_set(T->s_host_total, mi.total);
+	gauge_set(T->s_host_avail, mi.available);
+	gauge_set(T->s_host_usage, used);
+	record_peak(T->s_host_peak, &T->host_peak, used);
+}
+
+/* One sample of T, /proc scanned (scan_procs). */
+static void sample_one(struct mtree *T, uint64_t now)
+{
+	uint64_t cpu0 = thread_cpu_ns();
+	if (T->is_outermost)
+		sample_host(T);
+	size_t n_roots;
+	size_t n_members = walk(T, &n_roots);
+	if (T->is_outermost) {
+		pthread_mutex_lock(&servers_lock);
+		if (!shut_down || T != &self)
+			gauge_set(T->s_servers, n_roots);
+		pthread_mutex_unlock(&servers_lock);
+	}
+	if (!T->is_root)
+		return;
+	struct totals t;
+	sample_tree(T, n_members, now, &t);
+	if (t.count > 0)
+		gauge_set(T->s_procs, t.count);
+	if (t.rss_ok) {
+		gauge_set(T->s_usage[MEM_RSS], t.rss);
+		record_peak(T->s_peak[MEM_RSS], &T->peak[MEM_RSS], t.rss);
+	} else {
+		gauge_clear(T->s_usage[MEM_RSS]);
+	}
+	if (t.pss_ok) {
+		gauge_set(T->s_usage[MEM_PSS], t.pss);
+		record_peak(T->s_peak[MEM_PSS], &T->peak[MEM_PSS], t.pss);
+	} else {
+		gauge_clear(T->s_usage[MEM_PSS]);
+	}
+	if (nl_log_get_level() >= NL_LOG_DEBUG)
+		nl_debug("memsampler: pid %d sample cpu_us=%llu scanned=%zu members=%zu roots_below=%zu rss=%llu "
+			 "pss=%s%llu pss_reads=%u pss_read_cost_us=%llu",
+			 T->pid, (unsigned long long)((thread_cpu_ns() - cpu0) / 1000), n_procs, t.count, n_roots,
+			 (unsigned long long)t.rss, t.pss_ok ? "" : "-", (unsigned long long)t.pss, t.pss_reads,
+			 (unsigned long long)(t.pss_cost_ns / 1000));
+}
+
+/* The peak so far, when the series has one: an exporter that sampled
+ * before this one (nemolens-run, its keeper) recorded it. */
+static void peak_from(struct nl_series *s, int64_t *pk)
+{
+	int64_t v;
+	if (s && nl_gauge_get_int(s, &v) && v > *pk)
+		*pk = v;
+}
+
+static void peaks_from_series(struct mtree *T)
+{
+	for (int t = 0; t < 2; t++)
+		peak_from(T->s_peak[t], &T->peak[t]);
+	peak_from(T->s_host_peak, &T->host_peak);
 }
 
 void nl_memsampler_sample(void)
 {
 	if (!active)
 		return;
-	uint64_t cpu0 = thread_cpu_ns();
-	uint64_t now = nl_monotonic_ns();
-	if (is_outermost)
-		sample_host();
-	if (scan_procs() != 0)
-		return;
-	size_t n_roots;
-	size_t n_members = walk(&n_roots);
-	if (is_outermost) {
-		pthread_mutex_lock(&servers_lock);
-		if (!shut_down)
-			gauge_set(s_servers, n_roots);
-		pthread_mutex_unlock(&servers_lock);
-	}
-	if (!is_root)
-		return;
-	struct totals t;
-	sample_tree(n_members, now, &t);
-	if (t.count > 0)
-		gauge_set(s_procs, t.count);
-	if (t.rss_ok) {
-		gauge_set(s_usage[MEM_RSS], t.rss);
-		record_peak(s_peak[MEM_RSS], &peak[MEM_RSS], t.rss);
-	} else {
-		gauge_clear(s_usage[MEM_RSS]);
-	}
-	if (t.pss_ok) {
-		gauge_set(s_usage[MEM_PSS], t.pss);
-		record_peak(s_peak[MEM_PSS], &peak[MEM_PSS], t.pss);
-	} else {
-		gauge_clear(s_usage[MEM_PSS]);
-	}
-	if (nl_log_get_level() >= NL_LOG_DEBUG)
-		nl_debug("memsampler: sample cpu_us=%llu scanned=%zu members=%zu roots_below=%zu rss=%llu pss=%s%llu "
-			 "pss_reads=%u pss_read_cost_us=%llu",
-			 (unsigned long long)((thread_cpu_ns() - cpu0) / 1000), n_procs, t.count, n_roots,
-			 (unsigned long long)t.rss, t.pss_ok ? "" : "-", (unsigned long long)t.pss, t.pss_reads,
-			 (unsigned long long)(t.pss_cost_ns / 1000));
+	static bool first = true;
+	if (first)
+		peaks_from_series(&self);   /* this process took its export back (runtime.c) */
+	first = false;
+	if (scan_procs() == 0)
+		sample_one(&self, nl_monotonic_ns());
 }
 
 void nl_memsampler_shutdown(void)
 {
-	if (!is_outermost || !s_servers)
+	if (!self.is_outermost || !self.s_servers)
 		return;
 	nl_runtime_kick();   /* before anything is written (state.h) */
 	pthread_mutex_lock(&servers_lock);
 	shut_down = true;
-	nl_gauge_set_int(s_servers, 0);
+	nl_gauge_set_int(self.s_servers, 0);
 	pthread_mutex_unlock(&servers_lock);
+}
+
+unsigned nl_memsampler_roles(void)
+{
+	if (!active)
+		return 0;
+	return (self.is_root ? NL_SEG_MEM_ROOT : 0u) | (self.is_outermost ? NL_SEG_MEM_OUTERMOST : 0u);
 }
 
 void nl_memsampler_atfork_child(void)
@@ -880,16 +931,141 @@ void nl_memsampler_atfork_child(void)
 	 * (the sampler thread may have been using them at the fork). */
 	pthread_mutex_init(&servers_lock, NULL);
 	active = false;
-	is_root = false;
-	is_outermost = false;
+	self.is_root = false;
+	self.is_outermost = false;
 	procs = NULL;
 	n_procs = cap_procs = 0;
 	members = NULL;
 	cap_members = 0;
 	stack = NULL;
 	cap_stack = 0;
-	cache = next_cache = NULL;
-	n_cache = cap_cache = cap_next = 0;
+	self.cache = self.next_cache = NULL;
+	self.n_cache = self.cap_cache = self.cap_next = 0;
 	envbuf = NULL;
 	envcap = 0;
+}
+
+/* ---- nemolens-run: the trees of the processes it exports --------------------- */
+
+/* One per process of the tree that is a server root or the outermost
+ * process (its segment's flags), found at every sample. Its series are
+ * those the process registered in its segment, mapped here for writing: a
+ * value this process records is in the process's own segment, exported
+ * under its resource like everything else it recorded, delivered with it
+ * when it ends, and there for whoever exports it next. */
+static struct mtree *trees;
+static size_t n_trees, cap_trees;
+
+void nl_memsampler_configure(const struct nl_config *cfg)
+{
+	long ps = sysconf(_SC_PAGESIZE);
+	if (ps > 0)
+		page_size = (uint64_t)ps;
+	interval_ns = (uint64_t)(cfg->memory_interval_ms > 0 ? cfg->memory_interval_ms : 1000) * 1000000u;
+	read_budget();
+	have_rollup = access("/proc/self/smaps_rollup", R_OK) == 0;
+}
+
+/* The process of T runs (a zombie does not). */
+static bool tree_alive(const struct mtree *T, struct nl_proc_stat *st)
+{
+	return stat_of(T->pid, st) == 0 && st->starttime == T->start && st->state != 'Z' && st->state != 'X';
+}
+
+static void tree_free(struct mtree *T)
+{
+	munmap(T->map, T->map_len);
+	free(T->cache);
+	free(T->next_cache);
+}
+
+static struct nl_series *series_in(const struct mtree *T, const char *name, const char *key, const char *value)
+{
+	uint64_t off = nl_segment_series_at(T->map, T->map_len, name, key, value);
+	return off ? (struct nl_series *)(T->map + off) : NULL;
+}
+
+static void track(int fd, const struct nl_seg_header *h, const struct stat *st, void *arg)
+{
+	(void)arg;
+	for (size_t i = 0; i < n_trees; i++)
+		if (trees[i].pid == h->pid && trees[i].ino == (uint64_t)st->st_ino) {
+			trees[i].seen = true;
+			return;
+		}
+	struct nl_proc_stat ps;
+	if (!reserve((void **)&trees, &cap_trees, n_trees + 1, sizeof *trees) || stat_of((int)h->pid, &ps) != 0 ||
+	    ps.starttime != h->proc_start || ps.state == 'Z' || ps.state == 'X')
+		return;
+	void *map = mmap(NULL, (size_t)st->st_size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	if (map == MAP_FAILED)
+		return;
+	struct mtree *T = &trees[n_trees];
+	*T = (struct mtree){ .pid = (int)h->pid, .start = ps.starttime, .env_start = ps.env_start,
+			     .env_end = ps.env_end, .is_root = (h->flags & NL_SEG_MEM_ROOT) != 0,
+			     .is_outermost = (h->flags & NL_SEG_MEM_OUTERMOST) != 0, .peak = { -1, -1 },
+			     .host_peak = -1, .map = map, .map_len = (size_t)st->st_size,
+			     .ino = (uint64_t)st->st_ino, .seen = true };
+	static const char *const types[2] = { "rss", "pss" };
+	bool ok = true;
+	if (T->is_root) {
+		for (int t = 0; t < 2; t++) {
+			T->s_usage[t] = series_in(T, "gym.server.memory.usage", "memory.type", types[t]);
+			T->s_peak[t] = series_in(T, "gym.server.memory.sampled_peak", "memory.type", types[t]);
+		}
+		T->s_procs = series_in(T, "gym.server.processes", NULL, NULL);
+		ok = T->s_usage[MEM_RSS] && T->s_procs;
+	}
+	if (T->is_outermost) {
+		T->s_host_usage = series_in(T, "gym.host.memory.usage", NULL, NULL);
+		T->s_host_avail = series_in(T, "gym.host.memory.available", NULL, NULL);
+		T->s_host_total = series_in(T, "gym.host.memory.total", NULL, NULL);
+		T->s_host_peak = series_in(T, "gym.host.memory.sampled_peak", NULL, NULL);
+		T->s_servers = series_in(T, "gym.servers.active", NULL, NULL);
+		ok = ok && T->s_host_usage && T->s_servers;
+	}
+	if (!ok) {
+		/* Not (yet) readable as such: looked at again next time. */
+		munmap(map, T->map_len);
+		return;
+	}
+	peaks_from_series(T);
+	n_trees++;
+}
+
+/* Drops the trees whose process ended, or that this process no longer
+ * exports (keep: those seen in this round's listing). The outermost
+ * process's gym.servers.active says 0 in its last export, as when it
+ * samples itself. */
+static void drop_trees(bool keep_seen)
+{
+	size_t k = 0;
+	for (size_t i = 0; i < n_trees; i++) {
+		struct mtree *T = &trees[i];
+		struct nl_proc_stat st;
+		bool alive = tree_alive(T, &st);
+		if (alive && (!keep_seen || T->seen)) {
+			trees[k++] = *T;
+			continue;
+		}
+		if (!alive && T->s_servers)
+			nl_gauge_set_int(T->s_servers, 0);
+		tree_free(T);
+	}
+	n_trees = k;
+}
+
+void nl_memsampler_ended(void) { drop_trees(false); }
+
+void nl_memsampler_sample_exported(uint64_t key, const uint32_t *exporters, size_t n)
+{
+	for (size_t i = 0; i < n_trees; i++)
+		trees[i].seen = false;
+	nl_seg_each_exported(key, exporters, n, NL_SEG_MEM_ROOT | NL_SEG_MEM_OUTERMOST, track, NULL);
+	drop_trees(true);
+	if (!n_trees || scan_procs() != 0)
+		return;
+	uint64_t now = nl_monotonic_ns();
+	for (size_t i = 0; i < n_trees; i++)
+		sample_one(&trees[i], now);
 }

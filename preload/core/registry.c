@@ -807,6 +807,54 @@ fail:
 	return NULL;
 }
 
+/* ---- another process's series, by name ------------------------------------------ */
+
+/* Whether the series' attributes hold key with the string value (key NULL:
+ * any series). */
+static bool attrs_match(const struct nl_attr *attrs, size_t n, const char *key, const char *value)
+{
+	if (!key)
+		return true;
+	for (size_t i = 0; i < n; i++)
+		if (attrs[i].type == NL_ATTR_STR && strcmp(attrs[i].key, key) == 0 && strcmp(attrs[i].v.s, value) == 0)
+			return true;
+	return false;
+}
+
+uint64_t nl_segment_series_at(const uint8_t *data, size_t len, const char *name, const char *key, const char *value)
+{
+	struct reader r;
+	if (!header_usable(data, len, &r))
+		return 0;
+	const struct nl_seg_header *h = (const struct nl_seg_header *)data;
+	uint64_t *order = malloc(MAX_FOREIGN_INSTRUMENTS * sizeof *order);
+	long n_inst = order ? list_instruments(&r, atomic_load(&h->root), order) : -1;
+	uint64_t found = 0;
+	for (long k = 0; k < n_inst && !found; k++) {
+		struct foreign_inst inst;
+		if (!read_instrument(&r, order[k], &inst) || strcmp(inst.name, name) != 0)
+			continue;
+		struct nl_series s;
+		struct nl_attr attrs[NL_MAX_ATTRS];
+		size_t steps = r.len / nl_series_size(NL_COUNTER) + 1;
+		for (uint64_t off = inst.rec.head; off && steps-- && read_series(&r, off, &inst, &s, attrs); off = s.next)
+			if (!s.overflow && attrs_match(attrs, s.n_attrs, key, value)) {
+				found = off;
+				break;
+			}
+	}
+	free(order);
+	return found;
+}
+
+bool nl_gauge_get_int(const struct nl_series *s, int64_t *v)
+{
+	if (!atomic_load_explicit(&s->has_value, memory_order_acquire))
+		return false;
+	*v = (int64_t)atomic_load_explicit(&s->u.bits, memory_order_relaxed);
+	return true;
+}
+
 /* ---- folding a dead process into this one -------------------------------------- */
 
 struct folding {

@@ -102,5 +102,12 @@ struct nl_snapshot *nl_snapshot_of_segment(const uint8_t *data, size_t len, uint
  * up-down counters, the state of a process that is gone, are dropped.
  * Returns the number of series folded, -1 when data is not a segment. */
 long nl_registry_fold_segment(const uint8_t *data, size_t len);
+/* The offset in data[0,len) (a segment of this layout, possibly another
+ * process's live one, mapped) of the first series of the instrument name
+ * whose string attribute key is value (key NULL: its first series); 0 when
+ * there is none. nemolens-run records into it (its memory sampler). */
+uint64_t nl_segment_series_at(const uint8_t *data, size_t len, const char *name, const char *key, const char *value);
+/* A gauge's integer value; false when it has none. */
+bool nl_gauge_get_int(const struct nl_series *s, int64_t *v);
 
 #endif

@@ -1192,6 +1192,57 @@ static bool is_one_of(uint32_t pid, const uint32_t *pids, size_t n)
 	return false;
 }
 
+/* Whether the file fd is the live segment of pid with delivery key key,
+ * exported by one of exporters; its status and header then in st and h. */
+static bool exported_by(int fd, long pid, uint64_t key, const uint32_t *exporters, size_t n_exporters, struct stat *st,
+			struct nl_seg_header *h)
+{
+	return fstat(fd, st) == 0 && S_ISREG(st->st_mode) && st->st_uid == euid() && (size_t)st->st_size >= sizeof *h &&
+	       (uint64_t)st->st_size <= MAX_FILE && pread(fd, h, sizeof *h, 0) == (ssize_t)sizeof *h &&
+	       memcmp(h->magic, NL_SEG_MAGIC, 8) == 0 && h->version == NL_SEG_VERSION &&
+	       h->header_size == sizeof *h && h->layout == nl_registry_layout() &&
+	       atomic_load(&h->state) == NL_SEG_LIVE && h->pid == pid && h->delivery_key == key &&
+	       is_one_of(atomic_load(&h->exporter), exporters, n_exporters) &&
+	       (!h->proc_start || pid_start((int)pid) == h->proc_start);
+}
+
+size_t nl_seg_each_exported(uint64_t key, const uint32_t *exporters, size_t n_exporters, uint32_t flags,
+			    void (*fn)(int fd, const struct nl_seg_header *h, const struct stat *st, void *arg), void *arg)
+{
+	int dfd = open_dir();
+	if (dfd < 0 || !n_exporters) {
+		if (dfd >= 0)
+			close(dfd);
+		return 0;
+	}
+	DIR *d = fdopendir(dfd);
+	if (!d) {
+		close(dfd);
+		return 0;
+	}
+	size_t n = 0;
+	struct dirent *e;
+	while ((e = readdir(d))) {
+		uint64_t k;
+		long pid;
+		enum kind kind;
+		if (!parse_name(e->d_name, &k, &pid, &kind) || k != key || kind != K_OWN || !pid_alive((int)pid))
+			continue;
+		int fd = openat(dirfd(d), e->d_name, O_RDWR | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+		if (fd < 0)
+			continue;
+		struct stat st;
+		struct nl_seg_header h;
+		if (exported_by(fd, pid, key, exporters, n_exporters, &st, &h) && (h.flags & flags)) {
+			fn(fd, &h, &st, arg);
+			n++;
+		}
+		close(fd);
+	}
+	closedir(d);
+	return n;
+}
+
 size_t nl_seg_read_exported(uint64_t key, const uint32_t *exporters, size_t n_exporters,
 			    void (*fn)(const uint8_t *data, size_t len, void *arg), void *arg)
 {
@@ -1216,13 +1267,7 @@ size_t nl_seg_read_exported(uint64_t key, const uint32_t *exporters, size_t n_ex
 			continue;
 		struct stat st;
 		struct nl_seg_header h;
-		bool ok = fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_uid == euid() &&
-			  (size_t)st.st_size >= sizeof h && (uint64_t)st.st_size <= MAX_FILE &&
-			  pread(fd, &h, sizeof h, 0) == (ssize_t)sizeof h && memcmp(h.magic, NL_SEG_MAGIC, 8) == 0 &&
-			  h.version == NL_SEG_VERSION && h.header_size == sizeof h &&
-			  h.layout == nl_registry_layout() && atomic_load(&h.state) == NL_SEG_LIVE && h.pid == pid &&
-			  h.delivery_key == key && is_one_of(atomic_load(&h.exporter), exporters, n_exporters) &&
-			  (!h.proc_start || pid_start((int)pid) == h.proc_start);
+		bool ok = exported_by(fd, pid, key, exporters, n_exporters, &st, &h);
 		uint64_t used = ok ? atomic_load(&h.used) : 0;
 		ok = ok && used >= NL_SEG_DATA && used <= (uint64_t)st.st_size;
 		/* The copy's header may link records allocated after `used` was

@@ -68,7 +68,15 @@ enum nl_seg_state {
 	NL_SEG_DONE,                    /* delivered (or folded): only removal is left */
 };
 
-enum { NL_SEG_DELTA_COUNTERS = 1, NL_SEG_DELTA_HISTOGRAMS = 2 };
+enum {
+	NL_SEG_DELTA_COUNTERS = 1,
+	NL_SEG_DELTA_HISTOGRAMS = 2,
+	/* Its memory sampler's roles (memsampler.h): a server root, the
+	 * outermost process. Set at publication, so a fork child, which has
+	 * none, does not inherit them with its copy of the arena. */
+	NL_SEG_MEM_ROOT = 4,
+	NL_SEG_MEM_OUTERMOST = 8,
+};
 
 /* An attribute as a segment keeps it. */
 struct nl_sattr {
@@ -247,6 +255,15 @@ void nl_seg_release(struct nl_seg_leftover *l, bool delivered);
  * that took its export back (nl_seg_take_export) is passed. */
 size_t nl_seg_read_exported(uint64_t key, const uint32_t *exporters, size_t n,
 			    void (*fn)(const uint8_t *data, size_t len, void *arg), void *arg);
+
+/* Calls fn for every live segment with delivery key key, exported by one
+ * of exporters, whose flags have any of the bits of flags: with its header
+ * (a copy), its file's status and the file open for reading and writing
+ * (fn may map it; it is closed after). Returns how many fn got. For
+ * nemolens-run's memory sampler, which records into them. */
+struct stat;
+size_t nl_seg_each_exported(uint64_t key, const uint32_t *exporters, size_t n, uint32_t flags,
+			    void (*fn)(int fd, const struct nl_seg_header *h, const struct stat *st, void *arg), void *arg);
 
 /* Readers' validation: the NUL-terminated string at off inside data[0,len),
  * or NULL; and n attributes into out (strings pointing into data). False

@@ -64,6 +64,7 @@
 #include "clock.h"
 #include "config.h"
 #include "log.h"
+#include "memsampler.h"
 #include "segment.h"
 
 #ifndef NL_VERSION
@@ -151,6 +152,9 @@ struct tree {
 	uint32_t exporters[2];          /* this process, and the one it took over from */
 	size_t n_exporters;
 	uint64_t interval_ns;
+	bool sampling;                  /* memory profiling: the processes' sampler runs here */
+	uint64_t sample_ns;
+	uint64_t next_sample;           /* CLOCK_MONOTONIC */
 	unsigned rounds;
 	pthread_t thread;
 	bool running;
@@ -174,7 +178,11 @@ static void tree_setup(struct tree *t)
 	nl_log_set_level(level);
 	const struct nl_config *c = &t->cfg;
 	t->on = c->enabled && c->metrics_enabled && c->exporter == NL_EXPORTER_OTLP && c->adopt == NL_ADOPT_OWN &&
-		!c->delta_counters && !c->delta_histograms && !c->memory_profiling && nl_seg_configure(c) == 0;
+		!c->delta_counters && !c->delta_histograms && nl_seg_configure(c) == 0;
+	t->sampling = t->on && c->memory_profiling;
+	if (t->sampling)
+		nl_memsampler_configure(c);
+	t->sample_ns = (uint64_t)(c->memory_interval_ms > 0 ? c->memory_interval_ms : 1000) * 1000000u;
 	t->d.cfg = c;
 	snprintf(t->d.user_agent, sizeof t->d.user_agent, "nemolens-preload/%s", NL_VERSION);
 	t->exporters[0] = (uint32_t)getpid();
@@ -193,6 +201,8 @@ static size_t tree_export(struct tree *t, bool thorough, uint64_t deadline_ns, u
 {
 	struct nl_adopter a = { .cfg = &t->cfg, .transport = delivery_transport, .arg = &t->d, .abort = &t->abort,
 				.quick_ms = quick_ms };
+	if (t->sampling)
+		nl_memsampler_ended();   /* before their last values go */
 	nl_adopt_run(&a, deadline_ns, thorough, NULL);
 	size_t points = 0;
 	size_t n = nl_adopt_live(&a, t->exporters, t->n_exporters, deadline_ns, &points, NULL);
@@ -206,20 +216,46 @@ static struct timespec monotonic_at(uint64_t ns)
 	return (struct timespec){ .tv_sec = (time_t)(ns / 1000000000u), .tv_nsec = (long)(ns % 1000000000u) };
 }
 
+/* When the next sample or export is due. */
+static uint64_t tree_due(const struct tree *t, uint64_t next_export)
+{
+	return t->sampling && t->next_sample < next_export ? t->next_sample : next_export;
+}
+
+/* What is due at now: a sample of the trees' memory, an export (returns
+ * whether one ran, and how many live segments it read). */
+static bool tree_work(struct tree *t, uint64_t *next_export, size_t *live)
+{
+	uint64_t now = nl_monotonic_ns();
+	if (t->sampling && now >= t->next_sample) {
+		nl_memsampler_sample_exported(nl_seg_delivery_key(&t->cfg), t->exporters, t->n_exporters);
+		/* Fixed steps, but never a burst to catch up after a stall. */
+		t->next_sample += t->sample_ns;
+		if (t->next_sample <= now)
+			t->next_sample = now + t->sample_ns;
+	}
+	if (now < *next_export)
+		return false;
+	/* Zombies and exec'd images (segments named after live pids) every
+	 * tenth time. */
+	*live = tree_export(t, t->rounds % 10 == 9, nl_monotonic_ns() + t->interval_ns, 0);
+	*next_export = nl_monotonic_ns() + t->interval_ns;
+	return true;
+}
+
 static void *tree_main(void *arg)
 {
 	struct tree *t = arg;
 	pthread_mutex_lock(&t->mu);
 	uint64_t next = nl_monotonic_ns() + t->interval_ns;
+	t->next_sample = nl_monotonic_ns();
 	while (!t->stop) {
-		struct timespec ts = monotonic_at(next);
+		struct timespec ts = monotonic_at(tree_due(t, next));
 		if (pthread_cond_timedwait(&t->cv, &t->mu, &ts) != ETIMEDOUT || t->stop)
 			continue;
 		pthread_mutex_unlock(&t->mu);
-		/* Zombies and exec'd images (segments named after live pids)
-		 * every tenth time. */
-		tree_export(t, t->rounds % 10 == 9, nl_monotonic_ns() + t->interval_ns, 0);
-		next = nl_monotonic_ns() + t->interval_ns;
+		size_t live;
+		tree_work(t, &next, &live);
 		pthread_mutex_lock(&t->mu);
 	}
 	pthread_mutex_unlock(&t->mu);
@@ -288,9 +324,14 @@ static void keeper_main(struct tree *t, int fd, const sigset_t *mask)
 	t->n_exporters = 2;
 	/* At once: the segments name this process from now on, before the
 	 * processes find the launcher gone and export for themselves. */
-	while (tree_export(t, t->rounds % 10 == 9, nl_monotonic_ns() + t->interval_ns, 0) > 0) {
-		struct timespec ts = monotonic_at(t->interval_ns);
-		while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
+	uint64_t next = nl_monotonic_ns();
+	t->next_sample = next;
+	size_t live = 1;
+	for (;;) {
+		if (tree_work(t, &next, &live) && live == 0)
+			break;
+		struct timespec ts = monotonic_at(tree_due(t, next));
+		while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL) == EINTR)
 			;
 	}
 	/* The last one ended a moment ago: it has let go of its segment. */

@@ -218,7 +218,7 @@ static void publish_segment(void)
 		.instance_id = resource.instance_id,
 		.start_unix_ns = start_unix_ns,
 		.flags = (cfg.delta_counters ? NL_SEG_DELTA_COUNTERS : 0) |
-			 (cfg.delta_histograms ? NL_SEG_DELTA_HISTOGRAMS : 0),
+			 (cfg.delta_histograms ? NL_SEG_DELTA_HISTOGRAMS : 0) | nl_memsampler_roles(),
 		.interval_ms = (uint32_t)cfg.export_interval_ms,
 		.delivery_key = delivery_key,
 		.exporter = run_exporter && kill((pid_t)run_exporter, 0) == 0 ? run_exporter : 0,
@@ -662,11 +662,10 @@ bool nl_runtime_load(void)
 	nl_httpmetrics_init(&cfg);
 	nl_resource_build(&resource, &cfg);
 	nl_memsampler_init(&cfg);
-	/* nemolens-run reads segments as they are: cumulative values, no
-	 * sampler (it runs in each process), its own collector. */
+	/* nemolens-run reads segments as they are (cumulative values) and
+	 * samples memory for them (memsampler.h), to its own collector. */
 	const char *runner = getenv(NL_ENV_RUN_EXPORTER);
-	if (runner && can_adopt && cfg.adopt == NL_ADOPT_OWN && !cfg.delta_counters && !cfg.delta_histograms &&
-	    !nl_memsampler_active()) {
+	if (runner && can_adopt && cfg.adopt == NL_ADOPT_OWN && !cfg.delta_counters && !cfg.delta_histograms) {
 		char *end;
 		unsigned long pid = strtoul(runner, &end, 10);
 		if (*runner && !*end && pid > 0 && pid < (1ul << 31))

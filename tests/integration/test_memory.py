@@ -30,6 +30,8 @@ import harness  # noqa: E402
 from otlp_sink import Sink, attrs  # noqa: E402
 
 PROG = os.path.join(harness.BIN, "mem_tree")
+LAUNCHER = os.path.join(os.path.dirname(harness.SO), "nemolens-run")
+EXPORT_LIBS = ("libcurl", "libssl", "libcrypto", "libnghttp2")
 STATIC = os.path.join(harness.BIN, "mem_static")
 MIB = 1 << 20
 MEM_TOL = 4 * MIB
@@ -75,6 +77,8 @@ def truth(trees):
 
 
 class Memory(unittest.TestCase):
+    launcher = False
+
     @classmethod
     def setUpClass(cls):
         cls.sink = Sink()
@@ -90,7 +94,16 @@ class Memory(unittest.TestCase):
         env = harness.shim_env(OTEL_EXPORTER_OTLP_METRICS_ENDPOINT=self.sink.url,
                                NEMOLENS_MEMORY_SAMPLE_INTERVAL_MS=100, OTEL_METRIC_EXPORT_INTERVAL=200,
                                MEM_STATIC=STATIC, **env)
-        p = subprocess.Popen([PROG, "root"] + [str(m) for m in mb], env=env, stdin=subprocess.PIPE,
+        args = [PROG, "root"] + [str(m) for m in mb]
+        if self.launcher:
+            # nemolens-run preloads the shim itself (after a sanitizer's runtime).
+            runtime = os.environ.get("NL_SANITIZER_RUNTIME")
+            if runtime:
+                env["LD_PRELOAD"] = runtime
+            else:
+                del env["LD_PRELOAD"]
+            args = [LAUNCHER] + args
+        p = subprocess.Popen(args, env=env, stdin=subprocess.PIPE,
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         line = p.stdout.readline().split()
         if not line or line[0] != "pids":
@@ -141,6 +154,12 @@ class Memory(unittest.TestCase):
             time.sleep(1.5)
             t1 = time.time_ns()
             after, host1 = truth(trees)
+            if self.launcher:
+                # The launcher samples: nothing of the shim runs in the servers.
+                for pid in (root, other):
+                    with open(f"/proc/{pid}/maps") as f:
+                        loaded = sorted({lib for lib in EXPORT_LIBS if lib in f.read()})
+                    self.assertEqual((len(os.listdir(f"/proc/{pid}/task")), loaded), (1, []), pid)
         finally:
             self.stop(p)
 
@@ -264,6 +283,14 @@ class Memory(unittest.TestCase):
         pids_seen = {res.get("process.pid") for res, _, _ in self.sink.points(USAGE)}
         self.assertEqual(len(pids_seen), 1)
         self.assertTrue([p for _, _, p in self.sink.points(USAGE) if attrs(p)["memory.type"] == "pss"])
+
+
+class MemoryUnderTheLauncher(Memory):
+    """nemolens-run samples for the servers of its tree, which start no
+    thread: the same series, under the same resources, as when each server
+    samples itself."""
+    launcher = True
+    test_gym_variables = test_off_by_default = test_pss_budget = None
 
 
 if __name__ == "__main__":

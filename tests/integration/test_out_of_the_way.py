@@ -399,9 +399,13 @@ class UnderTheLauncher(OutOfTheWay):
         self.assertTrue(self.wait_for(lambda: not os.listdir(os.path.join(harness.runtime_dir(), "nemolens")), 30))
 
     def test_a_grandchild_whose_launcher_was_killed_is_exported_on(self):
+        # With memory profiling: the program is the server root, sampled by
+        # the launcher, then by its keeper.
         launcher = subprocess.Popen([LAUNCHER, harness.PYTHON, "-c", GRANDCHILD, str(self.listener.port)],
                                     env=self.launcher_env(OTEL_METRIC_EXPORT_INTERVAL=500,
-                                                          NEMOLENS_EXIT_TIMEOUT_MS=5000),
+                                                          NEMOLENS_EXIT_TIMEOUT_MS=5000,
+                                                          NEMOLENS_MEMORY_PROFILING="true",
+                                                          NEMOLENS_MEMORY_SAMPLE_INTERVAL_MS=100),
                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
         try:
             grandchild = int(launcher.stdout.readline())
@@ -410,6 +414,7 @@ class UnderTheLauncher(OutOfTheWay):
             self.assertTrue(self.wait_for(lambda: self.value_of(grandchild) == 3, 20), self.value_of(grandchild))
             os.kill(launcher.pid, signal.SIGKILL)
             launcher.wait()
+            killed = time.time_ns()
             # The grandchild records on, idle otherwise: no fork, no exit.
             launcher.stdin.write("4\n")
             launcher.stdin.flush()
@@ -417,14 +422,19 @@ class UnderTheLauncher(OutOfTheWay):
             t0 = time.monotonic()
             self.assertTrue(self.wait_for(lambda: self.value_of(grandchild) == 7, 20), self.value_of(grandchild))
             took = time.monotonic() - t0
-            # Exported by the keeper: nothing of the exporter runs in it.
-            tasks = os.listdir(f"/proc/{grandchild}/task")
-            with open(f"/proc/{grandchild}/maps") as f:
-                loaded = sorted({lib for lib in EXPORT_LIBS if lib in f.read()})
+            # The program's tree (it, its child, the grandchild), sampled after the kill.
+            self.assertTrue(self.wait_for(lambda: any(
+                res["process.pid"] == program and p.time_unix_nano > killed and p.as_int == 3
+                for res, _, p in self.sink.points("gym.server.processes")), 20))
+            # Exported and sampled by the keeper: nothing of the exporter runs in them.
+            for pid in (grandchild, program):
+                tasks = os.listdir(f"/proc/{pid}/task")
+                with open(f"/proc/{pid}/maps") as f:
+                    loaded = sorted({lib for lib in EXPORT_LIBS if lib in f.read()})
+                self.assertEqual((len(tasks), loaded), (1, []), pid)
             print(f"\n  launcher SIGKILLed: the grandchild's new values arrived {took:.2f} s after they were "
-                  f"recorded (interval 0.5 s); its threads {len(tasks)}, export libraries {loaded or 'none'}",
+                  f"recorded (interval 0.5 s); no thread, no export library in it or the program",
                   file=sys.stderr)
-            self.assertEqual((len(tasks), loaded), (1, []))
             launcher.stdin.write("q\n")
             launcher.stdin.flush()
             for pid in (grandchild, program, keeper):
@@ -439,6 +449,8 @@ class UnderTheLauncher(OutOfTheWay):
         self.assertEqual(seen, sorted(seen), "cumulative: never a value that goes back")
         self.assertEqual(len(self.instances(grandchild)), 1, "one identity from start to end")
         self.assertEqual({pid: v for pid, _, v in self.finals().values()}, {program: 2, grandchild: 7})
+        active = [p.as_int for res, _, p in self.sink.points("gym.servers.active") if res["process.pid"] == program]
+        self.assertEqual(active[-1], 0, "the program's last export says so")
         self.assertEqual(self.files_left(), [])
 
     def test_a_tree_of_50_arrives_every_interval(self):
