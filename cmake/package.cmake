@@ -1,11 +1,11 @@
 # The Debian package: `cmake --build build --target package` writes
 # build/nemolens_<version>_<arch>.deb with every install() rule of the project
-# (the shim, libnemolens.so, header and nemolens.pc, nemolens-run, the Python
+# (the shim and its export module, libnemolens.so, header and nemolens.pc, nemolens-run, the Python
 # adapter, the dashboards, the docs), installed under /usr.
 #
 # Depends: what dpkg-shlibdeps finds in the ELF files, plus libcurl's runtime
-# package, which the shim opens with dlopen (exporter/curl_dl.c) and which no
-# ELF file names. Nothing is activated on install: no maintainer scripts touch
+# package, which the export module opens with dlopen (exporter/curl_dl.c) and
+# which no ELF file names. Nothing is activated on install: no maintainer scripts touch
 # /etc/ld.so.preload (README, "Install").
 
 # Files Debian wants in every package's doc directory.

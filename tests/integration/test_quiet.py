@@ -464,10 +464,16 @@ class Workers(unittest.TestCase):
                 self.assertEqual(self.sink.raw, [], "a secure process exported")
                 self.assertEqual(os.listdir(logs), [], "a secure process wrote a log file")
 
-        # Control: the very same copy of the shim in a normal process records and logs.
+        # Control: the very same shim in a normal process records and logs (a
+        # copy with its export module beside it, which it opens to export).
+        control_dir = os.path.join(self.tmp, "control")
+        os.mkdir(control_dir)
+        control_copy = os.path.join(control_dir, name)
+        shutil.copy(harness.SO, control_copy)
+        shutil.copy(os.path.join(os.path.dirname(harness.SO), "libnemolens_export.so"), control_dir)
         self.sink.reset()
         control_log = os.path.join(logs, "control.log")
-        rc, out, err, mapped, secure = run(plain_bin, sys_copy, control_log)
+        rc, out, err, mapped, secure = run(plain_bin, control_copy, control_log)
         self.assertEqual((rc, err, mapped, secure), (0, b"", True, 0))
         total = sum(pt.as_int for _, _, pt in self.sink.latest_by_instance(CONNECTS))
         self.assertEqual(total, int(out))

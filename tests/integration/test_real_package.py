@@ -41,6 +41,7 @@ PACKAGE = "nemolens"
 EXPECTED = [
     "/usr/bin/nemolens-run",
     f"{LIBDIR}/libnemolens_preload.so",
+    f"{LIBDIR}/libnemolens_export.so",
     f"{LIBDIR}/libnemolens.so",
     f"{LIBDIR}/libnemolens.so.0",
     f"{LIBDIR}/pkgconfig/nemolens.pc",
