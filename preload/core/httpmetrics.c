@@ -574,8 +574,13 @@ void nl_httpmetrics_init(const struct nl_config *cfg)
 	if (!cfg->http_server && !cfg->http_client)
 		return;
 	configure_methods(cfg->http_known_methods);
-	for (unsigned i = 0; i < 1000; i++)
-		snprintf(status_text[i], sizeof status_text[i], "%03u", i);
+	/* Digits by hand: a thousand snprintf calls were most of the shim's
+	 * start-up, paid by every process, recording or not. */
+	for (unsigned i = 0; i < 1000; i++) {
+		status_text[i][0] = (char)('0' + i / 100);
+		status_text[i][1] = (char)('0' + i / 10 % 10);
+		status_text[i][2] = (char)('0' + i % 10);
+	}
 	semconv_dup = cfg->http_semconv_dup;
 	gym_attrs = !cfg->http_semconv_stable;
 	name_limit = cfg->http_server_name_limit < 1 ? 1
@@ -585,7 +590,10 @@ void nl_httpmetrics_init(const struct nl_config *cfg)
 		atomic_store(&route_cache[i], 0);
 	nl_route_configure(cfg->http_routes, (enum nl_route_unmatched)cfg->http_route_unmatched,
 			   (unsigned)cfg->http_route_cap, route_warning);
-	nl_route_set_segment_limit((unsigned)cfg->http_route_segment_limit);
+	/* configure set the default limit on fresh tables: only another one
+	 * needs them made again. */
+	if ((unsigned)cfg->http_route_segment_limit != NL_ROUTE_SEGMENT_LIMIT_DEFAULT)
+		nl_route_set_segment_limit((unsigned)cfg->http_route_segment_limit);
 	/* Room for the series hooks create: every combination, three series each. */
 	nl_registry_reserve_static(CELLS * 3 + 4 * NL_HTTP_SERVER_NAMES_MAX);
 	i_server = nl_inst(NL_I_HTTP_SERVER_DURATION);

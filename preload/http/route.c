@@ -887,7 +887,12 @@ int nl_route_configure(const char *patterns, enum nl_route_unmatched unmatched_m
 	unsigned n_builtins = 1;
 	for (const char *c = NL_ROUTE_BUILTINS; *c; c++)
 		n_builtins += *c == ',';
-	tmpls = calloc(NL_ROUTE_TEMPLATES_MAX + n_builtins, sizeof *tmpls);
+	/* Room for the patterns there are, not for the most there may be: every
+	 * process pays for this table at load. Each ',' ends one at most. */
+	unsigned n_given = 1;
+	for (const char *c = patterns; c && *c && n_given < NL_ROUTE_TEMPLATES_MAX; c++)
+		n_given += *c == ',';
+	tmpls = calloc(n_given + n_builtins, sizeof *tmpls);
 	if (!tmpls)
 		return -1;
 	int bad = add_patterns(patterns, NL_ROUTE_TEMPLATES_MAX, warn);
