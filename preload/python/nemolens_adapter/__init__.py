@@ -65,6 +65,37 @@ def log(key, message):
         pass
 
 
+class Acquisition:
+    """One acquisition of a pooled connection, as a library adapter follows
+    it: the first wait's start (t0), the last wait's end (t1), and whether
+    it is waiting now. An acquisition that ends while waiting was
+    abandoned."""
+    __slots__ = ("t0", "t1", "waiting")
+
+    def __init__(self):
+        self.t0 = None
+        self.t1 = None
+        self.waiting = False
+
+    def queued(self, now):
+        if self.t0 is None:
+            self.t0 = now
+        self.waiting = True
+
+    def woken(self, now):
+        self.t1 = now
+        self.waiting = False
+
+
+def record(acq, host, port, constraint, now):
+    """Hands one finished acquisition that waited to the shim."""
+    if acq.waiting:
+        outcome, end = OUTCOME_ABANDONED, now
+    else:
+        outcome, end = OUTCOME_OK, acq.t1
+    lib().nemolens_pool_wait(host_bytes(host), port, (end - acq.t0) * 1000.0, outcome, constraint)
+
+
 def host_bytes(host):
     """A request's host as nemolens_pool_wait takes it: IPv6 literals in
     brackets, as the destination rules write them."""

@@ -26,15 +26,13 @@ _cur = contextvars.ContextVar("nemolens_aiohttp_acquisition", default=None)
 _monotonic = time.monotonic
 
 
-class _Acquisition:
-    __slots__ = ("connector", "req", "t0", "t1", "waiting", "constraint")
+class _Acquisition(_a.Acquisition):
+    __slots__ = ("connector", "req", "constraint")
 
     def __init__(self, connector, req):
+        super().__init__()
         self.connector = connector
         self.req = req
-        self.t0 = None
-        self.t1 = None
-        self.waiting = False
         self.constraint = _a.CONSTRAINT_UNKNOWN
 
 
@@ -72,9 +70,8 @@ async def _queued_start(session, ctx, params):
         if acq is None:
             return
         if acq.t0 is None:
-            acq.t0 = _monotonic()
             acq.constraint = _constraint(acq.connector, acq.req.connection_key)
-        acq.waiting = True
+        acq.queued(_monotonic())
     except Exception as e:
         _off("queued start", e)
 
@@ -85,21 +82,15 @@ async def _queued_end(session, ctx, params):
     try:
         acq = _cur.get()
         if acq is not None and acq.waiting:
-            acq.t1 = _monotonic()
-            acq.waiting = False
+            acq.woken(_monotonic())
     except Exception as e:
         _off("queued end", e)
 
 
 def _record(acq):
     try:
-        if acq.waiting:
-            outcome, end = _a.OUTCOME_ABANDONED, _monotonic()
-        else:
-            outcome, end = _a.OUTCOME_OK, acq.t1
         req = acq.req
-        _a.lib().nemolens_pool_wait(_a.host_bytes(req.host), req.port if req.port is not None else -1,
-                                    (end - acq.t0) * 1000.0, outcome, acq.constraint)
+        _a.record(acq, req.host, req.port if req.port is not None else -1, acq.constraint, _monotonic())
     except Exception as e:
         _off("record", e)
 

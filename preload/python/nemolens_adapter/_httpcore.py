@@ -28,14 +28,12 @@ _CO_COROUTINE = 0x80
 _DEFAULT_PORTS = {b"http": 80, b"https": 443, b"ws": 80, b"wss": 443}
 
 
-class _Acquisition:
-    __slots__ = ("request", "t0", "t1", "waiting")
+class _Acquisition(_a.Acquisition):
+    __slots__ = ("request",)
 
     def __init__(self):
+        super().__init__()
         self.request = None
-        self.t0 = None
-        self.t1 = None
-        self.waiting = False
 
 
 def _off(where, e):
@@ -46,16 +44,11 @@ def _off(where, e):
 
 def _record(acq):
     try:
-        if acq.waiting:
-            outcome, end = _a.OUTCOME_ABANDONED, _monotonic()
-        else:
-            outcome, end = _a.OUTCOME_OK, acq.t1
         url = acq.request.url
         port = url.port
         if port is None:
             port = _DEFAULT_PORTS.get(url.scheme, -1)
-        _a.lib().nemolens_pool_wait(_a.host_bytes(url.host), port, (end - acq.t0) * 1000.0, outcome,
-                                    _a.CONSTRAINT_TOTAL)
+        _a.record(acq, url.host, port, _a.CONSTRAINT_TOTAL, _monotonic())
     except Exception as e:
         _off("record", e)
 
@@ -69,78 +62,69 @@ def _queued(status):
     if acq is None:
         return None
     if acq.t0 is None:
-        acq.t0 = _monotonic()
         acq.request = status.request
-    acq.waiting = True
+    acq.queued(_monotonic())
     return acq
 
 
-def _wrap_wait_async(original):
-    @functools.wraps(original)
-    async def wait_for_connection(self, *args, **kwargs):
-        acq = _queued(self)
-        connection = await original(self, *args, **kwargs)
-        if acq is not None:
-            acq.t1 = _monotonic()
-            acq.waiting = False
-        return connection
-
-    wait_for_connection._nemolens = True
-    return wait_for_connection
-
-
-def _wrap_wait_sync(original):
-    @functools.wraps(original)
-    def wait_for_connection(self, *args, **kwargs):
-        acq = _queued(self)
-        connection = original(self, *args, **kwargs)
-        if acq is not None:
-            acq.t1 = _monotonic()
-            acq.waiting = False
-        return connection
-
-    wait_for_connection._nemolens = True
-    return wait_for_connection
-
-
-def _wrap_handle_async(original):
-    @functools.wraps(original)
-    async def handle_async_request(self, request, *args, **kwargs):
-        if not _on:
-            return await original(self, request, *args, **kwargs)
-        acq = _Acquisition()
-        token = _cur.set(acq)
-        try:
-            return await original(self, request, *args, **kwargs)
-        finally:
-            _cur.reset(token)
-            if acq.t0 is not None:
-                _record(acq)
-
-    handle_async_request._nemolens = True
-    return handle_async_request
-
-
-def _wrap_handle_sync(original):
-    @functools.wraps(original)
-    def handle_request(self, request, *args, **kwargs):
-        if not _on:
-            return original(self, request, *args, **kwargs)
-        acq = _Acquisition()
-        token = _cur.set(acq)
-        try:
-            return original(self, request, *args, **kwargs)
-        finally:
-            _cur.reset(token)
-            if acq.t0 is not None:
-                _record(acq)
-
-    handle_request._nemolens = True
-    return handle_request
+def _woken(acq, connection):
+    if acq is not None:
+        acq.woken(_monotonic())
+    return connection
 
 
 def _coroutine(f):
     return bool(f.__code__.co_flags & _CO_COROUTINE)
+
+
+def _wrap_wait(original):
+    if _coroutine(original):
+        async def wait_for_connection(self, *args, **kwargs):
+            acq = _queued(self)
+            return _woken(acq, await original(self, *args, **kwargs))
+    else:
+        def wait_for_connection(self, *args, **kwargs):
+            acq = _queued(self)
+            return _woken(acq, original(self, *args, **kwargs))
+    functools.update_wrapper(wait_for_connection, original)
+    wait_for_connection._nemolens = True
+    return wait_for_connection
+
+
+def _enter():
+    acq = _Acquisition()
+    return acq, _cur.set(acq)
+
+
+def _leave(acq, token):
+    _cur.reset(token)
+    if acq.t0 is not None:
+        _record(acq)
+
+
+def _wrap_handle(original):
+    """The pool's request handler: one acquisition, however often it waits."""
+    if _coroutine(original):
+        async def handle(self, request, *args, **kwargs):
+            if not _on:
+                return await original(self, request, *args, **kwargs)
+            acq, token = _enter()
+            try:
+                return await original(self, request, *args, **kwargs)
+            finally:
+                _leave(acq, token)
+    else:
+        def handle(self, request, *args, **kwargs):
+            if not _on:
+                return original(self, request, *args, **kwargs)
+            acq, token = _enter()
+            try:
+                return original(self, request, *args, **kwargs)
+            finally:
+                _leave(acq, token)
+    functools.update_wrapper(handle, original)
+    handle._nemolens = True
+    return handle
 
 
 def patch():
@@ -171,9 +155,9 @@ def patch():
     # Every part first, then the patches: none or all of them.
     wrapped = []
     for cls, attr, f in waits:
-        wrapped.append((cls, attr, (_wrap_wait_async if _coroutine(f) else _wrap_wait_sync)(f)))
+        wrapped.append((cls, attr, _wrap_wait(f)))
     for cls, attr, f in pools:
-        wrapped.append((cls, attr, (_wrap_handle_async if _coroutine(f) else _wrap_handle_sync)(f)))
+        wrapped.append((cls, attr, _wrap_handle(f)))
     for cls, attr, f in wrapped:
         setattr(cls, attr, f)
     return True
