@@ -20,12 +20,13 @@ import signal
 import socket
 import sys
 import threading
-import time
 
 import uvicorn
 from fastapi import FastAPI
 from fastapi.responses import JSONResponse
 from uvicorn.protocols.http.h11_impl import H11Protocol
+
+from listeners import FullListener, refused_port
 
 accepted = {}            # local port -> accepted connections
 accepted_lock = threading.Lock()
@@ -83,41 +84,6 @@ def listening_socket():
     s.bind(("127.0.0.1", 0))
     s.listen(1024)
     return s
-
-
-class FullListener:
-    """A listener whose accept queue is full: further SYNs go unanswered."""
-
-    def __init__(self):
-        self.sock = socket.socket()
-        self.sock.bind(("127.0.0.1", 0))
-        self.sock.listen(0)
-        self.port = self.sock.getsockname()[1]
-        self.fillers = []
-        while True:
-            c = socket.socket()
-            c.setblocking(False)
-            try:
-                c.connect(("127.0.0.1", self.port))
-            except BlockingIOError:
-                pass
-            time.sleep(0.05)
-            try:
-                c.getpeername()
-                self.fillers.append(c)
-            except OSError:
-                c.close()
-                break
-            if len(self.fillers) > 64:
-                raise RuntimeError("listener never filled up")
-
-
-def refused_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
 
 
 def main():

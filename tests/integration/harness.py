@@ -4,6 +4,7 @@ import os
 import shutil
 import socket
 import subprocess
+import sys
 import tempfile
 import threading
 import time
@@ -13,6 +14,9 @@ SO = os.environ.get("NL_SO") or os.path.join(os.path.dirname(__file__), "../../b
 BIN = os.environ.get("NL_BIN") or os.path.join(os.path.dirname(__file__), "../../build/tests")
 SRC = os.environ.get("NL_SRC") or os.path.join(os.path.dirname(__file__), "../..")
 PYTHON = "/usr/bin/python3"
+
+sys.path.insert(0, os.path.join(SRC, "scripts", "demo"))
+from listeners import FullListener, refused_port  # noqa: E402,F401
 
 
 class AcceptingListener:
@@ -53,48 +57,6 @@ class AcceptingListener:
             self.sock.shutdown(socket.SHUT_RDWR)
         except OSError:
             pass
-        self.sock.close()
-
-
-def refused_port():
-    """A loopback port with no listener (bound, then released)."""
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
-
-
-class FullListener:
-    """A listener whose accept queue is full: further SYNs go unanswered."""
-
-    def __init__(self):
-        self.sock = socket.socket()
-        self.sock.bind(("127.0.0.1", 0))
-        self.sock.listen(0)
-        self.port = self.sock.getsockname()[1]
-        self.fillers = []
-        while True:
-            c = socket.socket()
-            c.setblocking(False)
-            try:
-                c.connect(("127.0.0.1", self.port))
-            except BlockingIOError:
-                pass
-            time.sleep(0.05)
-            # connected when SO_ERROR is 0 and the peer is known
-            try:
-                c.getpeername()
-                self.fillers.append(c)
-            except OSError:
-                c.close()
-                break
-            if len(self.fillers) > 64:
-                raise RuntimeError("listener never filled up")
-
-    def close(self):
-        for c in self.fillers:
-            c.close()
         self.sock.close()
 
 
