@@ -53,10 +53,12 @@ static void fresh_socket(int fd, int domain, int type)
 	release_http(e, fd);   /* as for accept: a number reused behind libc's back */
 	if (!counting())
 		nl_fd_forget(fd);
-	else if (base == SOCK_STREAM && (domain == AF_INET || domain == AF_INET6 || domain == AF_UNIX))
-		e ? nl_fd_track_entry(e) : nl_fd_track(fd);
-	else
+	else if (base != SOCK_STREAM || (domain != AF_INET && domain != AF_INET6 && domain != AF_UNIX))
 		nl_fd_ignore(fd);
+	else if (e)
+		nl_fd_track_entry(e);
+	else
+		nl_fd_track(fd);   /* its chunk mapped first */
 }
 
 NL_EXPORT int socket(int domain, int type, int protocol)
