@@ -312,6 +312,22 @@ static void stop_following(struct nl_fd *e) { nl_fd_http_stop(e); }
 
 /* Claims direction dir of c for one call's bytes: 0 when another thread is
  * feeding it (parsing stops), else 1, or 2 when this call set the parser up. */
+/* The first feeder of either direction sets the parser up; the other
+ * direction's first feeder waits for that (it is a few stores away). Out of
+ * line: once per connection. */
+static __attribute__((noinline)) int set_up(struct nl_httpconn *c)
+{
+	uint8_t expected = 0;
+	if (atomic_compare_exchange_strong(&c->fed, &expected, 1)) {
+		nl_h1_init(&c->h1);
+		atomic_store_explicit(&c->fed, 2, memory_order_release);
+		return 2;
+	}
+	while (atomic_load_explicit(&c->fed, memory_order_acquire) != 2)
+		;
+	return 1;
+}
+
 static inline int claim_conn(struct nl_httpconn *c, enum nl_h1_dir dir)
 {
 	if (atomic_exchange_explicit(&c->busy[dir], 1, memory_order_acquire)) {
@@ -319,19 +335,8 @@ static inline int claim_conn(struct nl_httpconn *c, enum nl_h1_dir dir)
 		drop_open(c);
 		return 0;
 	}
-	/* The first feeder of either direction sets the parser up; the other
-	 * direction's first feeder waits for that (it is a few stores away). */
-	uint8_t fed = atomic_load_explicit(&c->fed, memory_order_acquire);
-	if (fed != 2) {
-		uint8_t expected = 0;
-		if (atomic_compare_exchange_strong(&c->fed, &expected, 1)) {
-			nl_h1_init(&c->h1);
-			atomic_store_explicit(&c->fed, 2, memory_order_release);
-			return 2;
-		}
-		while (atomic_load_explicit(&c->fed, memory_order_acquire) != 2)
-			;
-	}
+	if (atomic_load_explicit(&c->fed, memory_order_acquire) != 2)
+		return set_up(c);
 	return 1;
 }
 
