@@ -140,6 +140,46 @@ Test(segment, a_copy_reads_back_as_the_registry_snapshot)
 	free(data);
 }
 
+/* nemolens-run's memory sampler finds a process's series in its segment
+ * and records into them there: a reader of the segment then sees them. */
+Test(segment, series_are_found_by_name_and_attribute_and_recorded_into_there)
+{
+	struct nl_instrument *g = nl_instrument_get("t.mem", "By", "memory", NL_GAUGE_INT, NULL, 0);
+	struct nl_attr rss[2] = { NL_ATTR_I("process.pid", 7), NL_ATTR_S("memory.type", "rss") };
+	struct nl_attr pss[2] = { NL_ATTR_I("process.pid", 7), NL_ATTR_S("memory.type", "pss") };
+	struct nl_series *srss = nl_series_get(g, rss, 2), *spss = nl_series_get(g, pss, 2);
+	cr_assert(srss && spss);
+	record_some();
+	size_t len;
+	uint8_t *data = copy_arena(&len);
+	uint64_t at_rss = nl_segment_series_at(data, len, "t.mem", "memory.type", "rss");
+	uint64_t at_pss = nl_segment_series_at(data, len, "t.mem", "memory.type", "pss");
+	cr_assert_eq(at_rss, (uint64_t)((char *)srss - nl_seg_base));
+	cr_assert_eq(at_pss, (uint64_t)((char *)spss - nl_seg_base));
+	cr_assert_neq(nl_segment_series_at(data, len, "t.mem", NULL, NULL), 0);
+	cr_assert_eq(nl_segment_series_at(data, len, "t.mem", "memory.type", "uss"), 0);
+	cr_assert_eq(nl_segment_series_at(data, len, "t.nothing", NULL, NULL), 0);
+	cr_assert_eq(nl_segment_series_at(data, 100, "t.mem", NULL, NULL), 0, "a cut copy is not followed");
+
+	struct nl_snapshot *before = nl_snapshot_of_segment(data, len, 2000);
+	cr_assert_null(metric(before, "t.mem"), "no value yet");
+	nl_snapshot_free(before);
+	nl_gauge_set_int((struct nl_series *)(data + at_pss), 123);
+	int64_t v = 0;
+	cr_assert(nl_gauge_get_int((struct nl_series *)(data + at_pss), &v));
+	cr_assert_eq(v, 123);
+	cr_assert(!nl_gauge_get_int(srss, &v), "this process's own series is another record");
+	struct nl_snapshot *after = nl_snapshot_of_segment(data, len, 2000);
+	const struct nl_metric *m = metric(after, "t.mem");
+	cr_assert_not_null(m);
+	cr_assert_eq(m->n_points, 1);
+	cr_assert_eq(m->points[0].ivalue, 123);
+	cr_assert_eq(m->points[0].n_attrs, 2);
+	cr_assert_str_eq(m->points[0].attrs[1].v.s, "pss");
+	nl_snapshot_free(after);
+	free(data);
+}
+
 Test(segment, folding_adds_counters_and_histograms_only)
 {
 	record_some();
