@@ -36,14 +36,15 @@ struct nl_fd *nl_fd_get(int fd)
 	return map_chunk(fd);
 }
 
+/* Every overwrite of a state (set_state, and the inline nl_fd_track_entry
+ * and nl_fd_clear) that replaced NL_FD_CONNECTING comes here: that keeps
+ * nl_fd_watching exact. */
 void nl_fd_connecting_cleared(struct nl_fd *e)
 {
 	atomic_fetch_and(&e->watch, (uint8_t)~NL_WATCH_CONNECTING);
 	atomic_fetch_sub(&nl_fd_watching, 1);
 }
 
-/* The one place a state is overwritten (with nl_fd_clear): keeps
- * nl_fd_watching exact. */
 static uint32_t set_state(struct nl_fd *e, uint32_t state)
 {
 	uint32_t old = atomic_exchange(&e->state, state);
