@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/mman.h>
 
 /* Slots hold a 32-bit hash and an id in one word, so one CAS claims a slot
  * and one store publishes it: both must be lock-free for a lookup to be
@@ -16,7 +17,7 @@ _Static_assert(ATOMIC_CHAR_LOCK_FREE == 2, "route entries need lock-free byte at
 
 /* One route name. Written once, by whoever took its id, before ready and
  * the slot are published; never changed until reset. The name is followed by
- * zeros to a multiple of 8 bytes (the table is calloc'd), as route buffers
+ * zeros to a multiple of 8 bytes (the table starts as zero pages), as route buffers
  * are, so names compare a word at a time. */
 struct entry {
 	char name[NL_ROUTE_NAME_MAX + 1 + 7];
@@ -357,6 +358,34 @@ static enum match match(const struct tmpl *t, const char *p, size_t len, bool tr
 #define FNV_OFFSET 0xcbf29ce484222325ull
 #define FNV_PRIME 0x100000001b3ull
 
+/* The learning and interning tables, tens of kilobytes, straight from the
+ * kernel: zero pages that cost a process nothing until a route is written
+ * into them, where calloc would clear them (and fault them in) in every
+ * process under the shim, HTTP or not. The length sits in front. */
+#define ZEROED_HEAD 64
+
+static void *zeroed(size_t n, size_t size)
+{
+	if (size && n > (SIZE_MAX - ZEROED_HEAD) / size)
+		return NULL;
+	size_t len = ZEROED_HEAD + n * size;
+	char *p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (p == MAP_FAILED)
+		return NULL;
+	memcpy(p, &len, sizeof len);
+	return p + ZEROED_HEAD;
+}
+
+static void zeroed_free(const volatile void *q)
+{
+	if (!q)
+		return;
+	char *p = (char *)(uintptr_t)q - ZEROED_HEAD;
+	size_t len;
+	memcpy(&len, p, sizeof len);
+	munmap(p, len);
+}
+
 struct position {
 	_Atomic uint64_t key;           /* parent | 1; 0: free */
 	_Atomic uint32_t values;        /* distinct values recorded (may pass the limit) */
@@ -432,8 +461,8 @@ static bool learned_parameter(uint64_t parent, uint64_t value)
 
 static void free_learning(void)
 {
-	free(positions);
-	free((void *)values);
+	zeroed_free(positions);
+	zeroed_free(values);
 	positions = NULL;
 	values = NULL;
 	values_mask = 0;
@@ -451,8 +480,8 @@ int nl_route_set_segment_limit(unsigned limit)
 	uint32_t n = 64;
 	while (n < 2u * NL_ROUTE_POSITIONS * (limit + 1))
 		n *= 2;
-	positions = calloc(NL_ROUTE_POSITIONS, sizeof *positions);
-	values = calloc(n, sizeof *values);
+	positions = zeroed(NL_ROUTE_POSITIONS, sizeof *positions);
+	values = zeroed(n, sizeof *values);
 	if (!positions || !values) {
 		free_learning();
 		return -1;
@@ -755,8 +784,8 @@ int nl_route_parse_mode(const char *s, enum nl_route_unmatched *out)
 void nl_route_reset(void)
 {
 	free_learning();
-	free(entries);
-	free((void *)slots);
+	zeroed_free(entries);
+	zeroed_free(slots);
 	free(tmpls);
 	free(bucket_list);
 	entries = NULL;
@@ -906,10 +935,10 @@ int nl_route_configure(const char *patterns, enum nl_route_unmatched unmatched_m
 	uint32_t n_slots = 64;
 	while (n_slots < 2 * room + 64)
 		n_slots *= 2;
-	/* calloc leaves large tables to fresh zero pages: a process pays in
+	/* Fresh zero pages (zeroed()): a process pays in
 	 * resident memory only for the routes it has. */
-	entries = calloc(room, sizeof *entries);
-	slots = calloc(n_slots, sizeof *slots);
+	entries = zeroed(room, sizeof *entries);
+	slots = zeroed(n_slots, sizeof *slots);
 	bucket_list = calloc((size_t)(N_BUCKETS + 1) * n_tmpls + 1, sizeof *bucket_list);
 	if (!entries || !slots || !bucket_list) {
 		nl_route_reset();
