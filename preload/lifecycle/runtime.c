@@ -89,6 +89,19 @@ static struct timespec monotonic_in_ms(long ms)
 
 /* ---- one export --------------------------------------------------------- */
 
+/* The resource (host name, executable, a fresh instance id) is made by the
+ * first record, not at load: a process that never records never reads it.
+ * Made again by a fork child's first record. */
+static bool resource_made;
+
+static void make_resource(void)
+{
+	if (!resource_made) {
+		nl_resource_build(&resource, &cfg);
+		resource_made = true;
+	}
+}
+
 static void write_console(const char *line, size_t len)
 {
 	int fd = STDERR_FILENO;
@@ -158,6 +171,7 @@ static bool export_once(struct nl_transport **tp, uint64_t deadline_ns, uint64_t
 		return false;
 	bool ok = true;
 	if (snap->n_points > 0) {
+		make_resource();   /* points come after a first record, which made it */
 		snap->resource = resource.attrs;
 		snap->n_resource = resource.n;
 		snap->scope_name = "nemo.lens";
@@ -404,6 +418,7 @@ static void start_on_first_record(void)
 	sigset_t all, old;
 	sigfillset(&all);
 	pthread_sigmask(SIG_BLOCK, &all, &old);
+	make_resource();
 	if (cfg.exporter != NL_EXPORTER_NONE)
 		publish_segment();
 	atomic_store(&nl_runtime_kicked, true);
@@ -492,6 +507,10 @@ static void flush_at_exit(void)
 {
 	bool expected = false;
 	if (!atomic_load(&nl_recording) || !atomic_compare_exchange_strong(&flushed_at_exit, &expected, true))
+		return;
+	/* Nothing recorded, no thread ran, no predecessor's segment found:
+	 * nothing to send and nothing to deliver. */
+	if (!atomic_load(&nl_runtime_kicked) && !atomic_load(&thread_ever) && !nl_seg_predecessor_found())
 		return;
 	/* The exporter delivers the segment, as it stands, within an interval;
 	 * and a predecessor's (exec) that this image found, when it recorded
@@ -614,7 +633,7 @@ static void atfork_child(void)
 	exit_transport = NULL;
 	nl_memsampler_atfork_child();
 	start_unix_ns = nl_realtime_ns();
-	nl_resource_build(&resource, &cfg);
+	resource_made = false;
 }
 
 /* ---- load and unload ---------------------------------------------------- */
@@ -660,7 +679,6 @@ bool nl_runtime_load(void)
 	nl_dest_configure(cfg.destinations);
 	nl_connmetrics_init();
 	nl_httpmetrics_init(&cfg);
-	nl_resource_build(&resource, &cfg);
 	nl_memsampler_init(&cfg);
 	/* nemolens-run reads segments as they are (cumulative values) and
 	 * samples memory for them (memsampler.h), to its own collector. */
