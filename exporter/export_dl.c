@@ -4,6 +4,10 @@
  * the exporter: no protobuf-c, zlib, libcurl or TLS library, and no page of
  * theirs.
  *
+ * nemolens-run links it too (built with NL_EXPORT_MODULE_RELATIVE, where
+ * the installed module is from the launcher's directory), so that its own
+ * start loads none of those libraries either.
+ *
  * Only the exporter thread and the exit flush call these, never a hook; the
  * fork handlers run in every process and do nothing while the module is not
  * loaded.
@@ -19,6 +23,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "log.h"
 
@@ -44,22 +49,50 @@ static void host_vlog(enum nl_log_level level, const char *key, const char *fmt,
 
 static const struct nl_export_host host = { .vlog = host_vlog };
 
-static const struct nl_export_api *open_module(void)
+/* The directory of the program or library this file is linked into. */
+static bool own_directory(char *dir)
 {
-	/* Next to the shim itself, wherever it was installed or copied. */
+#ifdef NL_EXPORT_MODULE_RELATIVE
+	/* nemolens-run: an executable, which dladdr names by no path. */
+	ssize_t n = readlink("/proc/self/exe", dir, PATH_MAX - 1);
+	if (n <= 0)
+		return false;
+	dir[n] = '\0';
+#else
 	Dl_info info;
-	char dir[PATH_MAX], path[PATH_MAX + sizeof NL_EXPORT_MODULE_FILE];
-	if (!dladdr((void *)open_module, &info) || !info.dli_fname || !realpath(info.dli_fname, dir)) {
-		nl_warn_once("export.module", "cannot find the shim's own directory: metrics are not exported");
-		return NULL;
-	}
+	if (!dladdr((void *)own_directory, &info) || !info.dli_fname || !realpath(info.dli_fname, dir))
+		return false;
+#endif
 	char *slash = strrchr(dir, '/');
 	if (slash)
 		*slash = '\0';
-	snprintf(path, sizeof path, "%s/" NL_EXPORT_MODULE_FILE, dir);
+	return true;
+}
+
+static void *open_in(const char *dir, const char *sub, char *path, size_t size)
+{
+	snprintf(path, size, "%s/%s%s" NL_EXPORT_MODULE_FILE, dir, sub, *sub ? "/" : "");
 	/* RTLD_LOCAL: nothing of the module, protobuf-c or zlib joins the
 	 * program's symbol lookup. */
-	void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+	return dlopen(path, RTLD_NOW | RTLD_LOCAL);
+}
+
+static const struct nl_export_api *open_module(void)
+{
+	/* Next to the shim itself, wherever it was installed or copied. */
+	char dir[PATH_MAX], path[2 * PATH_MAX];
+	if (!own_directory(dir)) {
+		nl_warn_once("export.module", "cannot find the shim's own directory: metrics are not exported");
+		return NULL;
+	}
+	void *h = open_in(dir, "", path, sizeof path);
+#ifdef NL_EXPORT_MODULE_RELATIVE
+	/* In the build tree the launcher and the module are side by side (as
+	 * it finds the shim); installed, the launcher is in bin and the module
+	 * in the library directory. */
+	if (!h)
+		h = open_in(dir, NL_EXPORT_MODULE_RELATIVE, path, sizeof path);
+#endif
 	if (!h) {
 		nl_warn_once("export.module", "cannot load %s (%s): metrics are not exported", path, dlerror());
 		return NULL;
