@@ -650,8 +650,10 @@ static long list_instruments(const struct reader *r, uint64_t root, uint64_t *ou
 {
 	size_t n = 0;
 	uint64_t prev = UINT64_MAX;
+	/* Only the fixed part here: the record is as long as its kind needs,
+	 * which read_instrument checks. */
 	for (uint64_t off = root; off;) {
-		if (off >= prev || n == MAX_FOREIGN_INSTRUMENTS || !in_range(r, off, sizeof(struct nl_instrument)))
+		if (off >= prev || n == MAX_FOREIGN_INSTRUMENTS || !in_range(r, off, offsetof(struct nl_instrument, overflow)))
 			return -1;
 		out[n++] = prev = off;
 		memcpy(&off, r->d + off + offsetof(struct nl_instrument, next), sizeof off);

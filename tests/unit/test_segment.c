@@ -49,11 +49,17 @@ static void record_some(void)
 }
 
 /* A copy of the arena as a dead process would leave it, with an identity. */
-static uint8_t *copy_arena(size_t *len)
+static uint64_t put_resource(void)
 {
 	struct nl_attr res[2] = { NL_ATTR_S("service.name", "svc"), NL_ATTR_I("process.pid", 4242) };
 	uint64_t res_off;
 	cr_assert(nl_seg_put_attrs(res, 2, &res_off));
+	return res_off;
+}
+
+/* A copy of the arena as it is now, its resource at res_off. */
+static uint8_t *copy_arena_as_is(size_t *len, uint64_t res_off)
+{
 	struct nl_seg_header *live = nl_seg_header();
 	*len = atomic_load(&live->used);
 	uint8_t *data = malloc(*len);
@@ -63,6 +69,11 @@ static uint8_t *copy_arena(size_t *len)
 	h->n_resource = 2;
 	h->start_unix_ns = 1000;
 	return data;
+}
+
+static uint8_t *copy_arena(size_t *len)
+{
+	return copy_arena_as_is(len, put_resource());
 }
 
 static const struct nl_metric *metric(const struct nl_snapshot *s, const char *name)
@@ -177,6 +188,23 @@ Test(segment, series_are_found_by_name_and_attribute_and_recorded_into_there)
 	cr_assert_eq(m->points[0].n_attrs, 2);
 	cr_assert_str_eq(m->points[0].attrs[1].v.s, "pss");
 	nl_snapshot_free(after);
+	free(data);
+}
+
+/* An instrument is a record only as long as its kind needs: one that a
+ * process created last, before its first series, ends the used bytes. */
+Test(segment, an_instrument_at_the_end_of_the_used_bytes_is_read)
+{
+	record_some();
+	uint64_t res_off = put_resource();
+	cr_assert(nl_instrument_get("t.last", "{x}", "created last", NL_COUNTER, NULL, 0));
+	size_t len;
+	uint8_t *data = copy_arena_as_is(&len, res_off);
+	struct nl_snapshot *snap = nl_snapshot_of_segment(data, len, 2000);
+	cr_assert_not_null(snap, "the whole segment is readable");
+	cr_assert_not_null(metric(snap, "t.counter"));
+	cr_assert_null(metric(snap, "t.last"), "no value yet");
+	nl_snapshot_free(snap);
 	free(data);
 }
 
