@@ -57,12 +57,12 @@ def tracer():
     return tc
 
 
-async def get(session, url, dest, constraint, ctx=None):
+async def get(session, url, dest, constraint, ctx=None, **kwargs):
     """A GET, and its wait once it is over: ok when it ended with a slot,
     abandoned when the request failed while queued (no queued_end)."""
     ctx = ctx or Ctx(dest, constraint)
     try:
-        async with session.get(url, trace_request_ctx=ctx) as r:
+        async with session.get(url, trace_request_ctx=ctx, **kwargs) as r:
             await r.read()
     finally:
         if ctx.t0 is not None:
@@ -90,11 +90,15 @@ async def per_host():
 
 async def abandoned_by_timeout():
     # limit=1 and 3 requests whose total timeout (1 s) ends while two are
-    # queued behind the first, which the server holds for 3 s.
+    # queued behind the first, which the server holds for 3 s. The first
+    # gives up half a second later: had it the same deadline, the slot it
+    # frees could reach a waiter before that waiter's own timeout.
     conn = aiohttp.TCPConnector(limit=1)
     timeout = aiohttp.ClientTimeout(total=1.0)
     async with aiohttp.ClientSession(connector=conn, timeout=timeout, trace_configs=[tracer()]) as s:
-        jobs = [get(s, f"http://127.0.0.1:{C}/hold/3000", "gamma", "total") for _ in range(3)]
+        url = f"http://127.0.0.1:{C}/hold/3000"
+        jobs = [get(s, url, "gamma", "total", timeout=aiohttp.ClientTimeout(total=1.5))]
+        jobs += [get(s, url, "gamma", "total") for _ in range(2)]
         res = await asyncio.gather(*jobs, return_exceptions=True)
         assert all(isinstance(r, asyncio.TimeoutError) for r in res), res
 
