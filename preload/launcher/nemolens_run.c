@@ -54,6 +54,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/inotify.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -156,6 +157,8 @@ struct tree {
 	uint64_t sample_ns;
 	uint64_t next_sample;           /* CLOCK_MONOTONIC */
 	unsigned rounds;
+	uint64_t first_export;          /* CLOCK_MONOTONIC: an interval after the program's start */
+	int watch_fd;                   /* inotify on the segments' directory (-1: none), below */
 	pthread_t thread;
 	bool running;
 	int keeper_fd;                  /* the keeper's socket (-1: none) */
@@ -247,7 +250,7 @@ static void *tree_main(void *arg)
 {
 	struct tree *t = arg;
 	pthread_mutex_lock(&t->mu);
-	uint64_t next = nl_monotonic_ns() + t->interval_ns;
+	uint64_t next = t->first_export;
 	t->next_sample = nl_monotonic_ns();
 	while (!t->stop) {
 		struct timespec ts = monotonic_at(tree_due(t, next));
@@ -290,7 +293,7 @@ static void tree_stop(struct tree *t)
 }
 
 /* The keeper: a process of its own, forked (while this one has no other
- * thread) right after the program, detached from the terminal and its job,
+ * thread) once the tree has something to export (tree_watch), detached from the terminal and its job,
  * that waits on a socket only this process holds the other end of. When
  * this process ends, normally or not (SIGKILL included), the kernel closes
  * that end and the keeper takes over the export at once: it names itself in
@@ -358,10 +361,85 @@ static void keeper_start(struct tree *t, const sigset_t *mask)
 		t->keeper_fd = sv[0];
 }
 
+/* Neither the keeper nor the thread starts before there is something of
+ * the tree to export: a program that ends within its first interval and
+ * whose tree recorded nothing needs neither. A process's segment is a file
+ * in the segments' directory, created when it first records, so the
+ * directory is watched (inotify, its readiness delivered as SIGIO, taken by
+ * the same sigtimedwait as the other signals): the first file created there
+ * starts both, as does the first interval's end. Armed before the program
+ * is forked, so no segment of the tree is created unseen. Until then,
+ * nothing names this process in a segment, and if it is killed meanwhile
+ * no process of the tree is left waiting on it. Memory profiling starts
+ * both at once: its first sample is taken at the start. */
+static void tree_watch(struct tree *t)
+{
+	t->watch_fd = -1;
+	t->first_export = nl_monotonic_ns() + t->interval_ns;
+	if (!t->on || t->sampling)
+		return;
+	int fd = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
+	if (fd < 0)
+		return;
+	/* Ownership and O_ASYNC first: a file created once the watch is
+	 * added raises SIGIO. */
+	if (fcntl(fd, F_SETOWN, getpid()) != 0 || fcntl(fd, F_SETFL, O_ASYNC | O_NONBLOCK) != 0 ||
+	    inotify_add_watch(fd, nl_seg_dir(), IN_CREATE | IN_MOVED_TO | IN_ONLYDIR) < 0) {
+		close(fd);
+		return;
+	}
+	t->watch_fd = fd;
+}
+
+/* Whether something was created in the directory since the watch began
+ * (an event not yet taken as SIGIO included). */
+static bool tree_watch_saw(const struct tree *t)
+{
+	union {
+		char bytes[sizeof(struct inotify_event) + NAME_MAX + 1];
+		struct inotify_event align;
+	} buf;
+	sigset_t pending;
+	if (sigpending(&pending) == 0 && sigismember(&pending, SIGIO))
+		return true;
+	return read(t->watch_fd, buf.bytes, sizeof buf.bytes) > 0 || errno == EINVAL;
+}
+
+static void tree_unwatch(struct tree *t)
+{
+	if (t->watch_fd >= 0)
+		close(t->watch_fd);
+	t->watch_fd = -1;
+	/* A SIGIO raised meanwhile must not wait on to be taken for another
+	 * signal: drop it. */
+	sigset_t io;
+	sigemptyset(&io);
+	sigaddset(&io, SIGIO);
+	struct timespec zero = { 0, 0 };
+	while (sigtimedwait(&io, NULL, &zero) == SIGIO)
+		;
+}
+
 /* After the program ended: the program's last values and its descendants'
  * as they stand; the keeper takes over those that live on. */
-static void tree_finish(struct tree *t)
+static void tree_finish(struct tree *t, bool started)
 {
+	if (!started) {
+		bool saw = tree_watch_saw(t);
+		tree_unwatch(t);
+		if (!saw) {
+			/* Nothing of the tree was ever created: no segment of it to
+			 * export. What other processes left for this collector is
+			 * looked for as at every interval (by name: no file of
+			 * another collector or a live process is opened). */
+			struct nl_adopter a = { .cfg = &t->cfg, .transport = delivery_transport, .arg = &t->d,
+						.quick_ms = getenv("NEMOLENS_EXIT_TIMEOUT_MS") ? 0 : TREE_QUICK_MS };
+			nl_adopt_run(&a, nl_monotonic_ns() + (uint64_t)t->cfg.exit_timeout_ms * 1000000u, false, NULL);
+			nl_transport_free(t->d.transport);
+			t->d.transport = NULL;
+			return;
+		}
+	}
 	tree_stop(t);
 	uint64_t deadline = nl_monotonic_ns() + (uint64_t)t->cfg.exit_timeout_ms * 1000000u;
 	/* A collector that does not answer costs the exit little: nothing is
@@ -875,6 +953,9 @@ static int run(char **argv)
 	sigprocmask(SIG_BLOCK, &waited, &saved_mask);
 	static struct tree tree;
 	tree_setup(&tree);
+	sigaddset(&waited, SIGIO);
+	sigprocmask(SIG_BLOCK, &waited, NULL);
+	tree_watch(&tree);
 
 	pid_t child = fork();
 	if (child < 0) {
@@ -893,12 +974,33 @@ static int run(char **argv)
 
 	/* After the fork: neither the program nor the keeper is a copy of a
 	 * process with threads. */
-	keeper_start(&tree, &saved_mask);
-	tree_start(&tree);
+	bool started = tree.watch_fd < 0;
+	if (started) {
+		keeper_start(&tree, &saved_mask);
+		tree_start(&tree);
+	}
 	int status = 0;
 	for (;;) {
 		siginfo_t si;
-		int sig = sigwaitinfo(&waited, &si);
+		int sig;
+		if (started) {
+			sig = sigwaitinfo(&waited, &si);
+		} else {
+			uint64_t now = nl_monotonic_ns();
+			uint64_t left = tree.first_export > now ? tree.first_export - now : 0;
+			struct timespec ts = { .tv_sec = (time_t)(left / 1000000000u), .tv_nsec = (long)(left % 1000000000u) };
+			sig = sigtimedwait(&waited, &si, &ts);
+		}
+		if (!started && (sig == SIGIO || (sig < 0 && errno == EAGAIN))) {
+			/* A file in the directory, or the first interval's end. */
+			tree_unwatch(&tree);
+			started = true;
+			keeper_start(&tree, &saved_mask);
+			tree_start(&tree);
+			continue;
+		}
+		if (sig == SIGIO)
+			continue;
 		if (sig < 0) {
 			if (errno == EINTR)
 				continue;
@@ -917,7 +1019,7 @@ static int run(char **argv)
 	}
 
 	if (tree.on) {
-		tree_finish(&tree);
+		tree_finish(&tree, started);
 	} else {
 		nl_deliver_leftovers();
 	}
