@@ -408,16 +408,19 @@ static void start_on_first_record(void)
 {
 	if (atomic_load(&nl_runtime_kicked))
 		return;
+	NL_KEEP_ERRNO;
+	/* Held before the kick is taken: a signal between the two would run a
+	 * handler that waits for a kick its own thread can no longer finish. */
+	sigset_t all, old;
+	sigfillset(&all);
+	pthread_sigmask(SIG_BLOCK, &all, &old);
 	bool expected = false;
 	if (!atomic_compare_exchange_strong(&kick_taken, &expected, true)) {
+		pthread_sigmask(SIG_SETMASK, &old, NULL);
 		while (!atomic_load(&nl_runtime_kicked))
 			sched_yield();
 		return;
 	}
-	NL_KEEP_ERRNO;
-	sigset_t all, old;
-	sigfillset(&all);
-	pthread_sigmask(SIG_BLOCK, &all, &old);
 	make_resource();
 	if (cfg.exporter != NL_EXPORTER_NONE)
 		publish_segment();
