@@ -142,6 +142,11 @@ static void register_exit_flush(void)
 	atexit(flush_at_exit);
 }
 
+/* Set by the exit flush when its sends may give up early (EXIT_QUICK_MS):
+ * applied to the transport when one is needed, so that an exit with nothing
+ * to send never loads the export libraries just to set it. */
+static _Atomic long exit_wait_ms;
+
 static struct nl_transport *ensure_transport(struct nl_transport **tp)
 {
 	if (!*tp) {
@@ -153,6 +158,9 @@ static struct nl_transport *ensure_transport(struct nl_transport **tp)
 		if (!atomic_exchange(&registered, true))
 			register_exit_flush();
 	}
+	long wait = atomic_load(&exit_wait_ms);
+	if (*tp && wait)
+		nl_transport_set_wait(*tp, wait);
 	return *tp;
 }
 
@@ -466,8 +474,11 @@ static bool exit_quick;
  * raised is taken off again before the mask is restored. */
 static void export_quietly(struct nl_transport **tp, uint64_t deadline)
 {
-	if (exit_quick && cfg.exporter == NL_EXPORTER_OTLP && nl_seg_keepable())
-		nl_transport_set_wait(ensure_transport(tp), EXIT_QUICK_MS);
+	if (exit_quick && cfg.exporter == NL_EXPORTER_OTLP && nl_seg_keepable()) {
+		atomic_store(&exit_wait_ms, EXIT_QUICK_MS);
+		if (*tp)
+			nl_transport_set_wait(*tp, EXIT_QUICK_MS);
+	}
 	sigset_t pipe_set, old, pending;
 	sigemptyset(&pipe_set);
 	sigaddset(&pipe_set, SIGPIPE);
