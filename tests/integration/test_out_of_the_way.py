@@ -447,7 +447,9 @@ class UnderTheLauncher(OutOfTheWay):
             launcher.stdin.close()
             launcher.stdout.close()
         seen = [p.as_int for res, _, p in self.sink.points(CONNECTS) if res["process.pid"] == grandchild]
-        self.assertEqual(sorted(set(seen)), [3, 7], "before and after the kill")
+        # 3 before the kill, 7 after it; an export may catch the four
+        # connects after the kill half-way (4 to 6), never anything else.
+        self.assertTrue({3, 7} <= set(seen) <= {3, 4, 5, 6, 7}, seen)
         self.assertEqual(seen, sorted(seen), "cumulative: never a value that goes back")
         self.assertEqual(len(self.instances(grandchild)), 1, "one identity from start to end")
         self.assertEqual({pid: v for pid, _, v in self.finals().values()}, {program: 2, grandchild: 7})
