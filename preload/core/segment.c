@@ -1206,8 +1206,10 @@ static bool exported_by(int fd, long pid, uint64_t key, const uint32_t *exporter
 	       (!h->proc_start || pid_start((int)pid) == h->proc_start);
 }
 
-size_t nl_seg_each_exported(uint64_t key, const uint32_t *exporters, size_t n_exporters, uint32_t flags,
-			    void (*fn)(int fd, const struct nl_seg_header *h, const struct stat *st, void *arg), void *arg)
+/* Calls visit for every live segment of the delivery key exported by one
+ * of exporters; returns how many visits said they counted. */
+static size_t walk_exported(uint64_t key, const uint32_t *exporters, size_t n_exporters,
+			    bool (*visit)(int fd, struct nl_seg_header *h, struct stat *st, void *ctx), void *ctx)
 {
 	int dfd = open_dir();
 	if (dfd < 0 || !n_exporters) {
@@ -1233,84 +1235,94 @@ size_t nl_seg_each_exported(uint64_t key, const uint32_t *exporters, size_t n_ex
 			continue;
 		struct stat st;
 		struct nl_seg_header h;
-		if (exported_by(fd, pid, key, exporters, n_exporters, &st, &h) && (h.flags & flags)) {
-			fn(fd, &h, &st, arg);
+		if (exported_by(fd, pid, key, exporters, n_exporters, &st, &h) && visit(fd, &h, &st, ctx))
 			n++;
-		}
 		close(fd);
 	}
 	closedir(d);
 	return n;
 }
 
+struct each_visit {
+	uint32_t flags;
+	void (*fn)(int fd, const struct nl_seg_header *h, const struct stat *st, void *arg);
+	void *arg;
+};
+
+static bool visit_each(int fd, struct nl_seg_header *h, struct stat *st, void *ctx)
+{
+	const struct each_visit *v = ctx;
+	if (!(h->flags & v->flags))
+		return false;
+	v->fn(fd, h, st, v->arg);
+	return true;
+}
+
+size_t nl_seg_each_exported(uint64_t key, const uint32_t *exporters, size_t n_exporters, uint32_t flags,
+			    void (*fn)(int fd, const struct nl_seg_header *h, const struct stat *st, void *arg), void *arg)
+{
+	struct each_visit v = { flags, fn, arg };
+	return walk_exported(key, exporters, n_exporters, visit_each, &v);
+}
+
+struct read_visit {
+	const uint32_t *exporters;
+	size_t n_exporters;
+	void (*fn)(const uint8_t *data, size_t len, void *arg);
+	void *arg;
+};
+
+static bool visit_read(int fd, struct nl_seg_header *h, struct stat *st, void *ctx)
+{
+	const struct read_visit *v = ctx;
+	bool counted = false;
+	uint64_t used = atomic_load(&h->used);
+	bool ok = used >= NL_SEG_DATA && used <= (uint64_t)st->st_size;
+	/* The copy's header may link records allocated after `used` was
+	 * read: then again, with the copy's size (the file grows ahead). */
+	uint8_t *data = NULL;
+	for (int tries = 0; ok && !data && tries < 3; tries++) {
+		data = malloc((size_t)used);
+		if (!data || pread(fd, data, (size_t)used, 0) != (ssize_t)used) {
+			ok = false;
+			break;
+		}
+		uint64_t now_used = atomic_load(&((struct nl_seg_header *)data)->used);
+		if (now_used > used) {
+			free(data);
+			data = NULL;
+			fstat(fd, st);
+			used = now_used <= (uint64_t)st->st_size ? now_used : (uint64_t)st->st_size;
+		}
+	}
+	uint32_t me = v->exporters[0];
+	if (ok && data && atomic_load(&h->exporter) != me) {
+		/* A successor names itself under the file's lock, unless the
+		 * owner, finding its exporter gone, took its export back
+		 * meanwhile (nl_seg_take_export): never both. */
+		uint32_t now_exporter = 0;
+		while (flock(fd, LOCK_EX) != 0 && errno == EINTR)
+			;
+		ok = pread(fd, &now_exporter, sizeof now_exporter, (off_t)offsetof(struct nl_seg_header, exporter)) ==
+			     sizeof now_exporter &&
+		     is_one_of(now_exporter, v->exporters, v->n_exporters) &&
+		     pwrite(fd, &me, sizeof me, (off_t)offsetof(struct nl_seg_header, exporter)) == sizeof me;
+		flock(fd, LOCK_UN);
+	}
+	if (ok && data) {
+		uint64_t now = realtime_ns();
+		ssize_t w = pwrite(fd, &now, sizeof now, (off_t)offsetof(struct nl_seg_header, heartbeat_ns));
+		(void)w;
+		v->fn(data, (size_t)used, v->arg);
+		counted = true;
+	}
+	free(data);
+	return counted;
+}
+
 size_t nl_seg_read_exported(uint64_t key, const uint32_t *exporters, size_t n_exporters,
 			    void (*fn)(const uint8_t *data, size_t len, void *arg), void *arg)
 {
-	int dfd = open_dir();
-	if (dfd < 0 || !n_exporters)
-		return 0;
-	DIR *d = fdopendir(dfd);
-	if (!d) {
-		close(dfd);
-		return 0;
-	}
-	size_t n = 0;
-	struct dirent *e;
-	while ((e = readdir(d))) {
-		uint64_t k;
-		long pid;
-		enum kind kind;
-		if (!parse_name(e->d_name, &k, &pid, &kind) || k != key || kind != K_OWN || !pid_alive((int)pid))
-			continue;
-		int fd = openat(dirfd(d), e->d_name, O_RDWR | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
-		if (fd < 0)
-			continue;
-		struct stat st;
-		struct nl_seg_header h;
-		bool ok = exported_by(fd, pid, key, exporters, n_exporters, &st, &h);
-		uint64_t used = ok ? atomic_load(&h.used) : 0;
-		ok = ok && used >= NL_SEG_DATA && used <= (uint64_t)st.st_size;
-		/* The copy's header may link records allocated after `used` was
-		 * read: then again, with the copy's size (the file grows ahead). */
-		uint8_t *data = NULL;
-		for (int tries = 0; ok && !data && tries < 3; tries++) {
-			data = malloc((size_t)used);
-			if (!data || pread(fd, data, (size_t)used, 0) != (ssize_t)used) {
-				ok = false;
-				break;
-			}
-			uint64_t now_used = atomic_load(&((struct nl_seg_header *)data)->used);
-			if (now_used > used) {
-				free(data);
-				data = NULL;
-				fstat(fd, &st);
-				used = now_used <= (uint64_t)st.st_size ? now_used : (uint64_t)st.st_size;
-			}
-		}
-		uint32_t me = exporters[0];
-		if (ok && data && atomic_load(&h.exporter) != me) {
-			/* A successor names itself under the file's lock, unless the
-			 * owner, finding its exporter gone, took its export back
-			 * meanwhile (nl_seg_take_export): never both. */
-			uint32_t now_exporter = 0;
-			while (flock(fd, LOCK_EX) != 0 && errno == EINTR)
-				;
-			ok = pread(fd, &now_exporter, sizeof now_exporter, (off_t)offsetof(struct nl_seg_header, exporter)) ==
-				     sizeof now_exporter &&
-			     is_one_of(now_exporter, exporters, n_exporters) &&
-			     pwrite(fd, &me, sizeof me, (off_t)offsetof(struct nl_seg_header, exporter)) == sizeof me;
-			flock(fd, LOCK_UN);
-		}
-		if (ok && data) {
-			uint64_t now = realtime_ns();
-			ssize_t w = pwrite(fd, &now, sizeof now, (off_t)offsetof(struct nl_seg_header, heartbeat_ns));
-			(void)w;
-			fn(data, (size_t)used, arg);
-			n++;
-		}
-		free(data);
-		close(fd);
-	}
-	closedir(d);
-	return n;
+	struct read_visit v = { exporters, n_exporters, fn, arg };
+	return walk_exported(key, exporters, n_exporters, visit_read, &v);
 }
