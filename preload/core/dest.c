@@ -5,6 +5,7 @@
 #include <netinet/in.h>
 #include <stdatomic.h>
 #include <stdbool.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -23,6 +24,12 @@ struct rule {
 	int prefix;             /* bits, RULE_NET */
 	int port;               /* -1: any */
 	int host;               /* index into hosts[], RULE_HOST */
+	/* An IPv4 address a (network order) matches the rule's address part
+	 * when (a & mask4) == net4: all ones for an IPv4 address, the prefix's
+	 * mask for an IPv4 network, 0 and 0 for any address. A rule that
+	 * matches no IPv4 address by its address alone (IPv6, a host name, a
+	 * Unix path) has mask4 0 and net4 ~0, which nothing equals. */
+	uint32_t mask4, net4;
 	char *path;             /* RULE_UNIX */
 };
 
@@ -236,6 +243,21 @@ static bool parse_target(const char *t, size_t len, struct rule *r)
 	return r->host >= 0;
 }
 
+/* mask4 and net4 of a parsed rule (struct rule). */
+static void set_key4(struct rule *r)
+{
+	r->mask4 = 0;
+	r->net4 = ~0u;
+	if (r->kind == RULE_ANY_ADDR) {
+		r->net4 = 0;
+	} else if ((r->kind == RULE_ADDR || r->kind == RULE_NET) && r->family == AF_INET) {
+		int bits = r->kind == RULE_ADDR ? 32 : r->prefix;
+		r->mask4 = bits == 0 ? 0 : htonl(~0u << (32 - bits));
+		memcpy(&r->net4, r->addr, 4);
+		r->net4 &= r->mask4;
+	}
+}
+
 int nl_dest_configure(const char *spec)
 {
 	nl_dest_reset();
@@ -266,6 +288,7 @@ int nl_dest_configure(const char *spec)
 					     "the rest are ignored", NL_MAX_RULES);
 			} else {
 				r.dest = dest_index(p, (size_t)(eq - p));
+				set_key4(&r);
 				rules[n_rules++] = r;
 			}
 		}
@@ -345,6 +368,45 @@ static __attribute__((noinline)) int match_unix(const struct sockaddr *sa, sockl
 	return NL_DEST_NONE;
 }
 
+/* The index of the first rule from i on that an IPv4 address a (network
+ * order) on port matches by its address and port alone, or of the first
+ * host name rule on that port, whose resolved addresses must be asked;
+ * n_rules when there is none. A leaf loop: no call, no stack frame. */
+static inline int scan4(int i, uint32_t a, int port)
+{
+	for (; i < n_rules; i++) {
+		const struct rule *r = &rules[i];
+		if (r->port >= 0 && r->port != port)
+			continue;
+		if ((a & r->mask4) == r->net4 || r->kind == RULE_HOST)
+			return i;
+	}
+	return i;
+}
+
+/* The rules from a host name rule at i on, for an IPv4 address. */
+static __attribute__((noinline)) int match4_from_host(int i, uint32_t a, int port)
+{
+	unsigned char addr[16] = { 0 };
+	memcpy(addr, &a, 4);
+	for (; i < n_rules; i = scan4(i + 1, a, port))
+		if (rules[i].kind != RULE_HOST || resolved_for(rules[i].host, AF_INET, addr))
+			return rules[i].dest;
+	return NL_DEST_EXTERNAL;
+}
+
+/* An IPv4 address, with rules to try: the usual rules (addresses, networks,
+ * ports) need no stack frame. */
+static inline int match4(uint32_t a, int port)
+{
+	int i = scan4(0, a, port);
+	if (i == n_rules)
+		return NL_DEST_EXTERNAL;
+	if (rules[i].kind != RULE_HOST)
+		return rules[i].dest;
+	return match4_from_host(i, a, port);
+}
+
 /* An IP address, with rules to try. */
 static __attribute__((noinline)) int match_ip(const struct sockaddr *sa, socklen_t len)
 {
@@ -352,6 +414,11 @@ static __attribute__((noinline)) int match_ip(const struct sockaddr *sa, socklen
 	unsigned char addr[16] = { 0 };
 	if (!inet_key(sa, len, &family, addr, &port))
 		return NL_DEST_NONE;
+	if (family == AF_INET) {
+		uint32_t a;
+		memcpy(&a, addr, 4);
+		return match4(a, port);
+	}
 	for (int i = 0; i < n_rules; i++) {
 		const struct rule *r = &rules[i];
 		if (r->port >= 0 && r->port != port)
@@ -392,6 +459,10 @@ int nl_dest_match(const struct sockaddr *sa, socklen_t len)
 			       (sa->sa_family == AF_INET6 && len >= (socklen_t)sizeof(struct sockaddr_in6))
 			       ? NL_DEST_EXTERNAL
 			       : NL_DEST_NONE;
+	if (sa->sa_family == AF_INET && len >= (socklen_t)sizeof(struct sockaddr_in)) {
+		const struct sockaddr_in *in = (const struct sockaddr_in *)sa;
+		return match4(in->sin_addr.s_addr, ntohs(in->sin_port));
+	}
 	return match_ip(sa, len);
 }
 

@@ -505,6 +505,26 @@ Test(dest, first_matching_rule_wins)
 	cr_assert_eq(match4("10.0.0.1", 443), 1);
 }
 
+/* An IPv4 connect passes over IPv6 and Unix rules, asks a host name rule
+ * only when the program resolved the name, and keeps the rules' order. */
+Test(dest, ipv4_rules_of_every_kind_in_order)
+{
+	cr_assert_eq(nl_dest_configure("v6=[2001:db8::1]:80,u=unix:/run/x.sock,h=svc:80,n=10.0.0.0/9,"
+				       "a=10.200.0.1:80,any=*:80"),
+		     6);
+	cr_assert_eq(match4("10.0.0.1", 80), 4);      /* h not resolved: n */
+	cr_assert_eq(match4("10.127.255.255", 81), 4);   /* a network: any port */
+	cr_assert_eq(match4("11.0.0.1", 81), NL_DEST_EXTERNAL);
+	cr_assert_eq(match4("10.128.0.0", 80), 6);    /* outside the /9: not a (other address), any */
+	cr_assert_eq(match4("10.200.0.1", 80), 5);
+	resolved4("svc", "10.200.0.1");
+	cr_assert_eq(match4("10.200.0.1", 80), 3);    /* h first now */
+	cr_assert_eq(match4("10.200.0.1", 81), NL_DEST_EXTERNAL);
+	cr_assert_eq(match4("10.0.0.2", 80), 4);      /* h asked, not this address: n */
+	cr_assert_eq(match6("::ffff:10.200.0.1", 80), 3);
+	cr_assert_eq(match6("2001:db8::1", 80), 1);
+}
+
 Test(dest, same_name_in_two_rules_is_one_destination)
 {
 	cr_assert_eq(nl_dest_configure("db=10.0.0.1:5432,cache=10.0.0.3:6379,db=[2001:db8::1]:5432"), 3);
