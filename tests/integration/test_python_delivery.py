@@ -17,7 +17,8 @@ STATE = (
     "import sys, os, json\n"
     "print(json.dumps({'path': sys.path, 'pythonpath': os.environ.get('PYTHONPATH'),\n"
     "  'env': sorted(k for k in os.environ if k.startswith('NEMOLENS_PYTHON_SAVED')),\n"
-    "  'adapter': 'nemolens_adapter' in sys.modules,\n"
+    "  'adapter': any(hasattr(f, '_NEMOLENS_TARGETS') for f in sys.meta_path),\n"
+    "  'loaded': 'nemolens_adapter' in sys.modules,\n"
     "  'clients': sorted(m for m in ('aiohttp', 'httpx', 'httpcore', 'ctypes') if m in sys.modules),\n"
     "  'site': getattr(sys.modules.get('sitecustomize'), '__file__', None)}))\n"
 )
@@ -58,6 +59,7 @@ class Delivery(unittest.TestCase):
                 self.assertFalse(theirs.pop("adapter"))
                 self.assertEqual(mine, theirs)
                 self.assertEqual(mine["clients"], [])   # nothing imported for the program
+                self.assertFalse(mine["loaded"])        # nor the adapter, until it imports a client
 
     def test_program_sitecustomize_runs_once(self):
         d = os.path.join(self.tmp, "site")
@@ -99,7 +101,7 @@ class Delivery(unittest.TestCase):
         os.makedirs(site)
         with open(os.path.join(site, "usercustomize.py"), "w") as f:
             f.write("import sys; sys.nl_user = getattr(sys, 'nl_user', 0) + 1\n")
-        code = "import sys; print(sys.nl_user, 'nemolens_adapter' in sys.modules)"
+        code = "import sys; print(sys.nl_user, any(hasattr(f, '_NEMOLENS_TARGETS') for f in sys.meta_path))"
         p = harness.run([harness.PYTHON, "-c", code], dict(self.env(True), HOME=user))
         self.assertEqual((p.returncode, p.stdout, p.stderr), (0, "1 True\n", ""))
 

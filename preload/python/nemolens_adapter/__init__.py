@@ -3,22 +3,19 @@ defines gym.http.connection_pool.queue_duration_ms.
 
 The socket calls the shim sees cannot show a request that waits inside the
 client for a slot of its connection pool: it makes no system call while it
-waits. This adapter, loaded into every Python process under the shim by the
-start-up hook next to it, watches the pools from inside and hands each wait
-to the shim through one C entry point (nemolens_pool_wait), into the same
+waits. This adapter watches the pools from inside and hands each wait to
+the shim through one C entry point (nemolens_pool_wait), into the same
 instrument the socket layer records.
 
-It imports nothing of the program's: a finder on sys.meta_path notices when
-the program itself imports aiohttp or httpcore (httpx's transport) and
-patches them then. Its rule is never to harm the program: any failure turns
+It imports nothing of the program's, and is not even loaded until the
+program needs it: the start-up hook next to it (sitecustomize.py) puts a
+finder on sys.meta_path that loads this package when the program itself
+imports aiohttp or httpcore (httpx's transport), and calls find_spec below,
+which patches the package once it has been executed. Its rule is never to harm the program: any failure turns
 that library's adapter off, with one line in the shim's log, and no
 exception ever reaches the program.
 """
 import sys
-
-# Modules whose import arms an adapter: the name of the package, and the
-# module of this package that patches it once it has been executed.
-_TARGETS = {"aiohttp": "_aiohttp", "httpcore": "_httpcore"}
 
 OUTCOME_OK, OUTCOME_ABANDONED = 0, 1
 CONSTRAINT_UNKNOWN, CONSTRAINT_TOTAL, CONSTRAINT_PER_HOST = 0, 1, 2
@@ -106,39 +103,37 @@ def host_bytes(host):
     return host.encode("ascii", "replace")
 
 
-class _Finder:
-    """On sys.meta_path: finds nothing itself. For a target package, it asks
-    the finders after it and wraps the exec_module of the loader instance
-    they return, so the adapter is armed once the package has been executed
-    the usual way."""
+_busy = set()   # the targets being looked for now (by the finders after the hook)
 
-    def __init__(self):
-        self.busy = set()
 
-    def find_spec(self, name, path=None, target=None):
-        patcher = _TARGETS.get(name)
-        if patcher is None or name in self.busy:
-            return None
-        self.busy.add(name)
-        try:
-            spec = None
-            for finder in sys.meta_path:
-                if finder is self:
-                    continue
-                find = getattr(finder, "find_spec", None)
-                if find is None:
-                    continue
-                spec = find(name, path, target)
-                if spec is not None:
-                    break
-            if spec is not None and spec.loader is not None:
-                _arm(spec.loader, name, patcher)
-            return spec
-        except Exception as e:
-            log("python.finder", "Python adapter: cannot watch the import of %s: %r" % (name, e))
-            return None
-        finally:
-            self.busy.discard(name)
+def find_spec(hook, name, path=None, target=None):
+    """Called by the start-up hook's finder on sys.meta_path (hook) when the
+    program imports a target package: asks the finders after it for the
+    package and wraps the exec_module of the loader instance they return,
+    so the adapter is armed once the package has been executed the usual
+    way. Finds nothing itself."""
+    if name in _busy:
+        return None
+    _busy.add(name)
+    try:
+        spec = None
+        for finder in sys.meta_path:
+            if finder is hook:
+                continue
+            find = getattr(finder, "find_spec", None)
+            if find is None:
+                continue
+            spec = find(name, path, target)
+            if spec is not None:
+                break
+        if spec is not None and spec.loader is not None:
+            _arm(spec.loader, name, "_" + name)
+        return spec
+    except Exception as e:
+        log("python.finder", "Python adapter: cannot watch the import of %s: %r" % (name, e))
+        return None
+    finally:
+        _busy.discard(name)
 
 
 def _arm(loader, name, patcher):
@@ -169,15 +164,3 @@ def _patch(name, patcher):
             so.nemolens_pool_adapter_active()
     except Exception as e:
         log("python." + name, "Python adapter for %s is off: %r" % (name, e))
-
-
-def start():
-    """Called by the start-up hook: watch for the target imports."""
-    import os
-
-    v = os.environ.get("NEMOLENS_PYTHON", "").strip().lower()
-    if v in ("off", "false", "0", "no"):
-        return
-    if any(t in sys.modules for t in _TARGETS):
-        return   # imported before site ran (not by a program): left alone
-    sys.meta_path.insert(0, _Finder())
