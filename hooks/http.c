@@ -217,13 +217,15 @@ static __attribute__((noinline)) void request_host(struct nl_httpconn *c, const 
 }
 
 /* The request line: its method, its route (server), the request counted as
- * active. Out of line, so that on_event's cheap cases need no frame. */
+ * active; its start is the call of its first byte (this call, when the
+ * parser folded REQ_BEGIN in). Out of line, so that on_event's cheap cases
+ * need no frame. */
 static __attribute__((noinline)) void request_line(struct feed *f, const struct nl_h1_event *ev)
 {
 	struct nl_httpconn *c = f->c;
 	unsigned slot = ev->slot % NL_H1_PIPELINE;
 	struct pending *p = &c->slots[slot];
-	p->start_us = c->begin_us;
+	p->start_us = ev->folded & NL_H1_FOLD_BEGIN ? now_us(f) : c->begin_us;
 	p->method = (uint8_t)nl_http_method(ev->method, ev->method_len);
 	atomic_store_explicit(&p->request_body, 0, memory_order_relaxed);
 	p->minor = (uint8_t)ev->version_minor;
@@ -279,14 +281,14 @@ static void on_event(void *ctx, const struct nl_h1_event *ev)
 		else if (ev->host)
 			request_host(c, ev->host, ev->host_len);
 		break;
-	case NL_H1_REQ_END:
+	case NL_H1_REQ_END:     /* a request without body folds it into REQ_HEAD: its 0 is set */
 		atomic_store_explicit(&c->slots[ev->slot % NL_H1_PIPELINE].request_body,
 				      ev->body_size > UINT32_MAX ? UINT32_MAX : (uint32_t)ev->body_size,
 				      memory_order_relaxed);
 		break;
 	case NL_H1_RESP_HEAD:
 		break;
-	case NL_H1_RESP_END:
+	case NL_H1_RESP_END:    /* RESP_HEAD folded in or not, the same */
 		finish(f, ev->slot % NL_H1_PIPELINE, ev->status, ev->body_size);
 		break;
 	case NL_H1_ABORTED:

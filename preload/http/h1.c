@@ -580,11 +580,13 @@ static bool request_head_done(const struct run *r)
 	struct nl_h1_half *s = r->s;
 	if ((s->flags & (F_TE | F_CHUNKED)) == F_TE)
 		return fail(r);   /* a request body that only the close could end */
+	bool ends = !(s->flags & F_TE) && !s->remaining;
 	struct nl_h1_event ev = {
 		.type = NL_H1_REQ_HEAD,
 		.slot = s->slot,
 		.host = s->flags & F_HOST ? r->h->buf : NULL,
 		.host_len = s->flags & F_HOST ? s->len : 0,
+		.folded = ends ? NL_H1_FOLD_END : 0,
 	};
 	emit(r, &ev);
 	s->body_size = 0;
@@ -596,7 +598,8 @@ static bool request_head_done(const struct run *r)
 		s->state = S_BODY;
 		return true;
 	}
-	return message_end(r);
+	s->state = S_IDLE;      /* REQ_END folded into REQ_HEAD */
+	return true;
 }
 
 static bool response_head_done(const struct run *r)
@@ -614,16 +617,25 @@ static bool response_head_done(const struct run *r)
 	struct nl_h1_event ev = {
 		.type = NL_H1_RESP_HEAD, .slot = slot, .status = st, .version_minor = s->flags & F_MINOR1,
 	};
-	emit(r, &ev);
-	if (st == 101 || (kind == K_CONNECT && st / 100 == 2)) {
-		struct nl_h1_event end = { .type = NL_H1_RESP_END, .slot = slot, .status = st, .upgraded = true };
-		emit(r, &end);
-		atomic_store_explicit(&h->stopped, 1, memory_order_relaxed);
-		return false;
-	}
+	bool upgrade = st == 101 || (kind == K_CONNECT && st / 100 == 2);
 	s->body_size = 0;
-	if (kind == K_HEAD || st == 204 || st == 304)
-		return message_end(r);
+	if (upgrade || kind == K_HEAD || st == 204 || st == 304 ||
+	    ((s->flags & (F_CL | F_TE)) == F_CL && !s->remaining)) {
+		/* It ends here: RESP_HEAD folded into RESP_END. */
+		ev.type = NL_H1_RESP_END;
+		ev.upgraded = upgrade;
+		ev.folded = NL_H1_FOLD_HEAD;
+		s->state = S_IDLE;
+		emit(r, &ev);
+		if (upgrade) {
+			atomic_store_explicit(&h->stopped, 1, memory_order_relaxed);
+			return false;
+		}
+		/* After the sink: what it did for the slot happens before the slot's reuse. */
+		atomic_store_explicit(&h->ring_head, (uint8_t)(head + 1), memory_order_release);
+		return true;
+	}
+	emit(r, &ev);
 	if (s->flags & F_TE) {
 		if (s->flags & F_CHUNKED)
 			chunk_begin(s);
@@ -635,11 +647,8 @@ static bool response_head_done(const struct run *r)
 		s->state = S_CLOSE_BODY;
 		return true;
 	}
-	if (s->remaining) {
-		s->state = S_BODY;
-		return true;
-	}
-	return message_end(r);
+	s->state = S_BODY;      /* remaining > 0: an empty body ended above */
+	return true;
 }
 
 /* The empty line ending a header or trailer section. */
@@ -1288,18 +1297,23 @@ static QUICK const uint8_t *request_end(const struct run *r, const uint8_t *p, s
 		ev->host = r->h->buf;
 		ev->host_len = s->len;
 	}
-	emit(r, ev);
 	s->body_size = 0;
 	if (s->remaining) {
 		s->state = S_BODY;
-		return p + 2;
+	} else {
+		ev->folded = NL_H1_FOLD_END;
+		s->state = S_IDLE;
 	}
-	ev->type = NL_H1_REQ_END;
-	ev->host = NULL;
-	ev->host_len = 0;
-	s->state = S_IDLE;
 	emit(r, ev);
 	return p + 2;
+}
+
+/* The request line the byte-wise way, from its first byte: REQ_BEGIN first
+ * (the quick way folds it into REQ_LINE). */
+NOINLINE static const uint8_t *method_slow(const struct run *r, const uint8_t *p, const uint8_t *e)
+{
+	emit_simple(r, NL_H1_REQ_BEGIN, r->s->slot);
+	return parse_method(r, p, e);
 }
 
 /* A request from p: returns past what it took, p when *p is no uppercase
@@ -1319,11 +1333,6 @@ static QUICK const uint8_t *request_quick(const struct run *r, const uint8_t *p,
 	message_begin(s);
 	s->slot = (uint8_t)slot;
 	s->state = S_METHOD;
-	struct nl_h1_event ev;
-	ev_clear(&ev);
-	ev.type = NL_H1_REQ_BEGIN;
-	ev.slot = slot;
-	emit(r, &ev);
 	/* The method: uppercase letters, then SP at 1..15; GET and POST by a word. */
 	__m128i v = _mm_loadu_si128((const __m128i *)(const void *)p);
 	unsigned m;
@@ -1340,7 +1349,7 @@ static QUICK const uint8_t *request_quick(const struct run *r, const uint8_t *p,
 		m = (unsigned)__builtin_ctz(sp | 1u << 16);
 		unsigned mbits = (1u << m) - 1;
 		if (m == 16 || (upper & mbits) != mbits)
-			return parse_method(r, p, e);
+			return method_slow(r, p, e);
 	}
 	/* The target: up to a control byte, SP in the usual case. */
 	const uint8_t *t = p + m + 1, *q;
@@ -1351,16 +1360,16 @@ static QUICK const uint8_t *request_quick(const struct run *r, const uint8_t *p,
 	} else {
 		q = find_ctl(r, t + 16, e);
 		if (m + (size_t)(q - t) + 2 > START_LINE_MAX)
-			return parse_method(r, p, e);
+			return method_slow(r, p, e);
 	}
 	size_t n = (size_t)(q - t);
 	/* SP "HTTP/1.x" CR LF: 11 bytes from q. */
 	if (e - q < 11 || *q != ' ' || !n)
-		return parse_method(r, p, e);
+		return method_slow(r, p, e);
 	int minor = version_word(q + 1);
 	unsigned eol = q[9] == '\n' ? 1 : q[9] == '\r' && q[10] == '\n' ? 2 : 0;
 	if (minor < 0 || !eol)
-		return parse_method(r, p, e);
+		return method_slow(r, p, e);
 	char *buf = h->buf;
 	_mm_storeu_si128((__m128i *)(void *)buf, v);   /* the method, and bytes that do no harm */
 	bool trunc = n > NL_H1_TARGET_MAX;
@@ -1381,7 +1390,11 @@ static QUICK const uint8_t *request_quick(const struct run *r, const uint8_t *p,
 		kind = K_HEAD;
 	else if (m == 7 && load32(p) == load32("CONN") && load32(p + 3) == load32("NECT"))
 		kind = K_CONNECT;
+	struct nl_h1_event ev;
+	ev_clear(&ev);
+	ev.slot = slot;
 	ev.type = NL_H1_REQ_LINE;
+	ev.folded = NL_H1_FOLD_BEGIN;
 	ev.method = buf;
 	ev.method_len = m;
 	ev.target = buf + m;
@@ -1397,6 +1410,7 @@ static QUICK const uint8_t *request_quick(const struct run *r, const uint8_t *p,
 	ev.method_len = ev.target_len = 0;
 	ev.target_truncated = false;
 	ev.version_minor = 0;
+	ev.folded = 0;
 	/* The field lines, and the end of the head. */
 	unsigned fields = 0;
 	p = quick_fields(r, q + 9 + eol, e, &fields, name_lens[0]);
@@ -1426,23 +1440,24 @@ static QUICK const uint8_t *response_end(const struct run *r, const uint8_t *p, 
 		return section_done(r) ? p + 2 : NULL;
 	struct nl_h1_event ev;
 	ev_clear(&ev);
-	ev.type = NL_H1_RESP_HEAD;
 	ev.slot = slot;
 	ev.status = st;
 	ev.version_minor = s->flags & F_MINOR1;
-	emit(r, &ev);
 	p += 2;
 	uint64_t len = s->remaining;
 	s->body_size = 0;
 	if ((uint64_t)(e - p) < len) {
+		ev.type = NL_H1_RESP_HEAD;
+		emit(r, &ev);
 		s->state = S_BODY;      /* the parse loop takes what is here */
 		return p;
 	}
+	/* Head and body in this call: RESP_HEAD folded into RESP_END. */
 	s->remaining = 0;
 	s->body_size = len;
 	s->state = S_IDLE;
 	ev.type = NL_H1_RESP_END;
-	ev.version_minor = 0;
+	ev.folded = NL_H1_FOLD_HEAD;
 	ev.body_size = len;
 	emit(r, &ev);
 	/* After the sink: what it did for the slot happens before the slot's reuse. */

@@ -10,7 +10,19 @@
  * It knows nothing of sockets, clocks or metrics and calls nothing but the
  * sink and <string.h>, so it is tested and fuzzed on its own. Any split of the
  * bytes across calls, down to one byte per call, gives the same events as one
- * call with everything.
+ * call with everything, once folded events are unfolded (below).
+ *
+ * Folded events: one report may stand for two events in a row, to save the
+ * sink a call where they belong to the same message and the same call of
+ * nl_h1_feed (so nothing can happen between them, and a clock read for one
+ * is right for both). Its `folded` names the event folded in:
+ * - NL_H1_FOLD_BEGIN on REQ_LINE: REQ_BEGIN came just before, in this call
+ *   (the whole request line came in the call of its first byte; a split may
+ *   report REQ_BEGIN on its own instead);
+ * - NL_H1_FOLD_END on REQ_HEAD: the request has no body, and REQ_END
+ *   (body_size 0) follows at once; this one never depends on the split;
+ * - NL_H1_FOLD_HEAD on RESP_END: RESP_HEAD (this status and version_minor)
+ *   came just before, in this call.
  *
  * Threads: the two directions may be fed by two threads at once (one reading,
  * one writing the same socket); the only state they share is the ring of
@@ -66,10 +78,17 @@ struct nl_h1_event {
 	bool target_truncated;
 	const char *host;       /* REQ_HEAD; NULL when there was no Host header */
 	size_t host_len;
-	unsigned version_minor; /* REQ_LINE, RESP_HEAD: 0 or 1 (HTTP/1.0, HTTP/1.1) */
+	unsigned version_minor; /* REQ_LINE, RESP_HEAD (and RESP_END folding it): 0 or 1 (HTTP/1.x) */
 	unsigned status;        /* RESP_HEAD, RESP_END */
 	uint64_t body_size;     /* REQ_END, RESP_END: body bytes, without chunk framing */
 	bool upgraded;          /* RESP_END after 101 or a 2xx to CONNECT: parsing ends */
+	uint8_t folded;         /* NL_H1_FOLD_*: the event this one also stands for */
+};
+
+enum {
+	NL_H1_FOLD_BEGIN = 1,   /* REQ_LINE: REQ_BEGIN just before it */
+	NL_H1_FOLD_END = 2,     /* REQ_HEAD: REQ_END, body_size 0, just after it */
+	NL_H1_FOLD_HEAD = 4,    /* RESP_END: RESP_HEAD just before it */
 };
 
 typedef void (*nl_h1_sink)(void *ctx, const struct nl_h1_event *ev);

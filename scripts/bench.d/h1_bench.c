@@ -51,6 +51,13 @@ static void sink(void *ctx, const struct nl_h1_event *ev)
 {
 	(void)ctx;
 	events[ev->type]++;
+	/* Folded events count as the ones they stand for. */
+	if (ev->folded & NL_H1_FOLD_BEGIN)
+		events[NL_H1_REQ_BEGIN]++;
+	if (ev->folded & NL_H1_FOLD_END)
+		events[NL_H1_REQ_END]++;
+	if (ev->folded & NL_H1_FOLD_HEAD)
+		events[NL_H1_RESP_HEAD]++;
 }
 
 OP bool feed_req(struct nl_h1 *h)

@@ -46,7 +46,31 @@ static bool extra(const struct nl_h1_event *ev)
 	       ((ev->type == NL_H1_NOT_HTTP || ev->type == NL_H1_ERROR) && ev->slot);
 }
 
-static void record(void *ctx, const struct nl_h1_event *ev)
+/* Calls one(ctx, e) for each event ev stands for, the folded ones unfolded,
+ * in their order. */
+static void unfold(void *ctx, const struct nl_h1_event *ev, nl_h1_sink one)
+{
+	struct nl_h1_event e = *ev;
+	e.folded = 0;
+	if (ev->folded & NL_H1_FOLD_BEGIN) {
+		struct nl_h1_event b = { .type = NL_H1_REQ_BEGIN, .slot = ev->slot };
+		one(ctx, &b);
+	}
+	if (ev->folded & NL_H1_FOLD_HEAD) {
+		struct nl_h1_event h = {
+			.type = NL_H1_RESP_HEAD, .slot = ev->slot, .status = ev->status, .version_minor = ev->version_minor,
+		};
+		one(ctx, &h);
+		e.version_minor = 0;
+	}
+	one(ctx, &e);
+	if (ev->folded & NL_H1_FOLD_END) {
+		struct nl_h1_event end = { .type = NL_H1_REQ_END, .slot = ev->slot };
+		one(ctx, &end);
+	}
+}
+
+static void record_one(void *ctx, const struct nl_h1_event *ev)
 {
 	struct rec *r = ctx;
 	if (r->n++)
@@ -89,6 +113,20 @@ static void record(void *ctx, const struct nl_h1_event *ev)
 	}
 	if (extra(ev))
 		put(r, " !extra");
+}
+
+/* Folded events are rendered unfolded: the text is the same for any split. */
+static void record(void *ctx, const struct nl_h1_event *ev)
+{
+	unsigned may = ev->type == NL_H1_REQ_LINE ? NL_H1_FOLD_BEGIN
+		       : ev->type == NL_H1_REQ_HEAD ? NL_H1_FOLD_END
+		       : ev->type == NL_H1_RESP_END ? NL_H1_FOLD_HEAD
+						     : 0;
+	if (ev->folded & ~may) {
+		struct rec *r = ctx;
+		put(r, "%s!folded %u", r->n++ ? "; " : "", ev->folded);
+	}
+	unfold(ctx, ev, record_one);
 }
 
 /* ---- feeding ------------------------------------------------------------------ */
@@ -1079,7 +1117,7 @@ static void fault(char *where, const char *what, int i)
 		snprintf(where, 128, "%s at %d", what, i);
 }
 
-static void req_sink(void *ctx, const struct nl_h1_event *ev)
+static void req_one(void *ctx, const struct nl_h1_event *ev)
 {
 	(void)ctx;
 	int i = duo.req_events / 4;   /* four events per request */
@@ -1109,7 +1147,12 @@ static void req_sink(void *ctx, const struct nl_h1_event *ev)
 	}
 }
 
-static void resp_sink(void *ctx, const struct nl_h1_event *ev)
+static void req_sink(void *ctx, const struct nl_h1_event *ev)
+{
+	unfold(ctx, ev, req_one);
+}
+
+static void resp_one(void *ctx, const struct nl_h1_event *ev)
 {
 	(void)ctx;
 	int i = duo.resp_events / 2;
@@ -1127,6 +1170,11 @@ static void resp_sink(void *ctx, const struct nl_h1_event *ev)
 }
 
 /* Feeds one message in pieces of 1..64 bytes. */
+static void resp_sink(void *ctx, const struct nl_h1_event *ev)
+{
+	unfold(ctx, ev, resp_one);
+}
+
 static bool feed_pieces(enum nl_h1_dir dir, const char *p, size_t n, uint32_t *seed, nl_h1_sink sink)
 {
 	while (n) {
@@ -1187,4 +1235,54 @@ Test(h1, two_threads)
 	cr_assert_eq(duo.req_events, 4 * THREAD_REQUESTS);
 	cr_assert_eq(duo.resp_events, 2 * THREAD_REQUESTS);
 	cr_assert(nl_h1_active(&duo.h));
+}
+
+/* ---- folded events ------------------------------------------------------------ */
+
+struct raw {
+	unsigned n;
+	enum nl_h1_event_type type[8];
+	uint8_t folded[8];
+};
+
+static void raw_sink(void *ctx, const struct nl_h1_event *ev)
+{
+	struct raw *r = ctx;
+	if (r->n < 8) {
+		r->type[r->n] = ev->type;
+		r->folded[r->n] = ev->folded;
+	}
+	r->n++;
+}
+
+/* A keep-alive exchange each direction in one call: the request is two
+ * reports (REQ_BEGIN folded into REQ_LINE, REQ_END into REQ_HEAD), the
+ * response one (RESP_HEAD folded into RESP_END); split, REQ_BEGIN and
+ * RESP_HEAD come on their own, a bodiless REQ_END never does. */
+Test(h1, folded)
+{
+	static const char req[] = "GET /a HTTP/1.1\r\nHost: example.com\r\nAccept: */*\r\n\r\n";
+	static const char resp[] = "HTTP/1.1 200 OK\r\nContent-Length: 5\r\nServer: x\r\n\r\nhello";
+	struct nl_h1 h;
+	struct raw r = { 0 };
+	nl_h1_init(&h);
+	cr_assert(nl_h1_feed(&h, NL_H1_REQUEST, req, sizeof req - 1, raw_sink, &r));
+	cr_assert_eq(r.n, 2);
+	cr_assert(r.type[0] == NL_H1_REQ_LINE && r.folded[0] == NL_H1_FOLD_BEGIN);
+	cr_assert(r.type[1] == NL_H1_REQ_HEAD && r.folded[1] == NL_H1_FOLD_END);
+	cr_assert(nl_h1_feed(&h, NL_H1_RESPONSE, resp, sizeof resp - 1, raw_sink, &r));
+	cr_assert_eq(r.n, 3);
+	cr_assert(r.type[2] == NL_H1_RESP_END && r.folded[2] == NL_H1_FOLD_HEAD);
+
+	memset(&r, 0, sizeof r);
+	nl_h1_init(&h);
+	cr_assert(nl_h1_feed(&h, NL_H1_REQUEST, req, 3, raw_sink, &r));
+	cr_assert(nl_h1_feed(&h, NL_H1_REQUEST, req + 3, sizeof req - 4, raw_sink, &r));
+	cr_assert_eq(r.n, 3);
+	cr_assert(r.type[0] == NL_H1_REQ_BEGIN && r.type[1] == NL_H1_REQ_LINE && !r.folded[1]);
+	cr_assert(r.type[2] == NL_H1_REQ_HEAD && r.folded[2] == NL_H1_FOLD_END);
+	cr_assert(nl_h1_feed(&h, NL_H1_RESPONSE, resp, sizeof resp - 3, raw_sink, &r));
+	cr_assert(nl_h1_feed(&h, NL_H1_RESPONSE, resp + sizeof resp - 3, 2, raw_sink, &r));
+	cr_assert_eq(r.n, 5);
+	cr_assert(r.type[3] == NL_H1_RESP_HEAD && r.type[4] == NL_H1_RESP_END && !r.folded[4]);
 }
