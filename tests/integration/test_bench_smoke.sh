@@ -25,7 +25,7 @@ fail() {
 }
 
 start=$SECONDS
-BENCH_USE_BUILD="$BUILD" timeout 300 "$SRC/scripts/bench" --smoke >"$OUT" 2>&1
+BENCH_USE_BUILD="$BUILD" timeout 540 "$SRC/scripts/bench" --smoke >"$OUT" 2>&1
 rc=$?
 [ "$rc" -eq 0 ] || fail "scripts/bench --smoke exited with $rc"
 
