@@ -6,15 +6,23 @@
 #include "clock.h"
 #include "connmetrics.h"
 #include "dest.h"
+#include "http.h"
 #include "real.h"
 #include "state.h"
 
-/* Ends the pending acquisition of fd, once. */
+/* Ends the pending acquisition of e, once. */
+static void settle_entry(struct nl_fd *e, enum nl_queue_outcome outcome)
+{
+	if (nl_fd_end_connecting(e))
+		nl_conn_wait(e->dest, outcome, nl_monotonic_ns() - e->start_ns);
+}
+
+/* The same for fd's entry. */
 static void settle(int fd, enum nl_queue_outcome outcome)
 {
 	struct nl_fd *e = nl_fd_lookup(fd);
-	if (e && nl_fd_end_connecting(e))
-		nl_conn_wait(e->dest, outcome, nl_monotonic_ns() - e->start_ns);
+	if (e)
+		settle_entry(e, outcome);
 }
 
 static int is_stream_socket(int fd)
@@ -67,19 +75,25 @@ static __attribute__((noinline)) int classify_unknown(int fd, const struct socka
 }
 
 /* Every connect() of the program asks: the usual case (a socket the shim
- * tracks, connecting once) needs no stack frame. */
-int nl_acq_classify(int fd, const struct sockaddr *addr, socklen_t len, struct nl_fd **entry)
+ * tracks, connecting once) needs no stack frame. The address is checked by
+ * nl_dest_match alone (none, too short, AF_UNSPEC: NL_DEST_NONE). */
+static inline int classify(int fd, const struct sockaddr *addr, socklen_t len, struct nl_fd **entry)
 {
 	struct nl_fd *e = nl_fd_lookup(fd);
 	uint32_t state = e ? atomic_load_explicit(&e->state, memory_order_relaxed) : NL_FD_UNTRACKED;
 	*entry = e;
 	if (state == NL_FD_CONNECTING)
 		return NL_ACQ_RECHECK;
-	if (state == NL_FD_IGNORED || !addr || len < (socklen_t)sizeof(sa_family_t) || addr->sa_family == AF_UNSPEC)
+	if (state == NL_FD_IGNORED)
 		return NL_DEST_NONE;
 	if (state == NL_FD_UNTRACKED)
 		return classify_unknown(fd, addr, len, entry);
 	return nl_dest_match(addr, len);
+}
+
+int nl_acq_classify(int fd, const struct sockaddr *addr, socklen_t len, struct nl_fd **entry)
+{
+	return classify(fd, addr, len, entry);
 }
 
 /* A connect() again on a pending fd: it may tell how the first one ended. */
@@ -91,47 +105,46 @@ static __attribute__((noinline)) void recheck(int fd, int result, int err)
 		settle(fd, NL_QUEUE_ABANDONED);
 }
 
-/* A counted connect() that is still in progress: the wait starts. */
-static __attribute__((noinline)) void start_pending(struct nl_fd *e, int what, unsigned long long t0_ns)
+/* A counted connect() that is still in progress: the wait starts, and
+ * the socket becomes an HTTP candidate in the same step. */
+static __attribute__((noinline)) void start_pending(struct nl_fd *e, int what, unsigned long long t0_ns,
+						    enum nl_fd_http follow)
 {
-	nl_conn_attempt(what);
 	e->dest = (int16_t)what;
 	e->start_ns = t0_ns;
-	nl_fd_start_connecting(e);
+	nl_fd_start_connecting(e, follow);
+	nl_conn_attempt(what);
 }
 
-static inline void count(struct nl_fd *e, int what, unsigned long long t0_ns, int result, int err)
-{
-	if (result == 0 || (err != EINPROGRESS && err != EINTR) || !e)
-		nl_conn_attempt(what);   /* finished inside the call, either way: no wait to record */
-	else
-		start_pending(e, what, t0_ns);
-}
-
-static __attribute__((noinline)) void kick_then_count(struct nl_fd *e, int what, unsigned long long t0_ns, int result,
-						      int err)
-{
-	nl_runtime_kick();
-	count(e, what, t0_ns, result, err);
-}
-
-void nl_acq_connected(int fd, struct nl_fd *e, int what, unsigned long long t0_ns, int result, int err)
+int nl_acq_connect(int fd, const struct sockaddr *addr, socklen_t len, enum nl_fd_http follow)
 {
 	NL_HOOK_SCOPE;
+	/* classify can only change errno when fd is not a socket, and then the
+	 * real connect() fails with that same errno. */
+	struct nl_fd *e;
+	int what = classify(fd, addr, len, &e);
 	if (what == NL_DEST_NONE)
-		return;
+		return NL_REAL(connect)(fd, addr, len);
+	/* The wait starts at entry: only a counted attempt can start one. */
+	uint64_t t0 = what >= 0 ? nl_monotonic_ns() : 0;
+	int r = NL_REAL(connect)(fd, addr, len);
+	NL_KEEP_ERRNO;
+	int err = errno;
 	if (what == NL_ACQ_RECHECK) {
-		recheck(fd, result, err);
-		return;
+		recheck(fd, r, err);
+		return r;
 	}
 	/* Kicked before anything is written: the first record makes the segment
-	 * (state.h). The first time out of line, so that the usual case needs
-	 * no stack frame. */
-	if (!atomic_load_explicit(&nl_runtime_kicked, memory_order_acquire)) {
-		kick_then_count(e, what, t0_ns, result, err);
-		return;
+	 * (state.h). */
+	nl_runtime_kick();
+	if (r == 0 || (err != EINPROGRESS && err != EINTR) || !e) {
+		nl_conn_attempt(what);   /* finished inside the call, either way: no wait to record */
+		if (r == 0 && follow && e)
+			nl_http_watch(e, follow, what);
+	} else {
+		start_pending(e, what, t0, follow);
 	}
-	count(e, what, t0_ns, result, err);
+	return r;
 }
 
 void nl_acq_after_io(int fd, int ok)
@@ -146,17 +159,40 @@ void nl_acq_after_io(int fd, int ok)
 		settle(fd, NL_QUEUE_ABANDONED);
 }
 
-void nl_acq_so_error(int fd, int so_error)
+/* getsockopt(SO_ERROR) gave so_error for fd, whose entry e is connecting. */
+static inline __attribute__((always_inline)) void so_error_seen(struct nl_fd *e, int fd, int so_error)
 {
-	NL_HOOK_SCOPE;
 	if (so_error != 0) {
-		settle(fd, NL_QUEUE_ABANDONED);
+		settle_entry(e, NL_QUEUE_ABANDONED);
 		return;
 	}
+	/* 0: connected, or still connecting (then getpeername() fails with
+	 * ENOTCONN, the only errno this can set). */
+	int *errp = &errno, saved = *errp;
 	struct sockaddr_storage peer;
 	socklen_t plen = sizeof peer;
 	if (getpeername(fd, (struct sockaddr *)&peer, &plen) == 0)
-		settle(fd, NL_QUEUE_OK);
+		settle_entry(e, NL_QUEUE_OK);
+	else
+		*errp = saved;
+}
+
+void nl_acq_so_error(struct nl_fd *e, int fd, int so_error)
+{
+	NL_HOOK_SCOPE;
+	so_error_seen(e, fd, so_error);
+}
+
+int nl_acq_getsockopt_so_error(int fd, void *val, socklen_t *len)
+{
+	NL_HOOK_SCOPE;
+	int r = NL_REAL(getsockopt)(fd, SOL_SOCKET, SO_ERROR, val, len);
+	if (r != 0 || !val || !len || *len < (socklen_t)sizeof(int))
+		return r;
+	struct nl_fd *e = nl_fd_lookup(fd);
+	if (e && atomic_load_explicit(&e->state, memory_order_relaxed) == NL_FD_CONNECTING)
+		so_error_seen(e, fd, *(int *)val);
+	return r;
 }
 
 void nl_acq_release(int fd)

@@ -26,15 +26,25 @@
 
 /* Decides, before the real connect(), what this call is: a destination index,
  * NL_DEST_NONE (not counted) or NL_ACQ_RECHECK; *entry is fd's table entry
- * (NULL when it has none), handed on to nl_acq_connected. */
+ * (NULL when it has none). */
 int nl_acq_classify(int fd, const struct sockaddr *addr, socklen_t len, struct nl_fd **entry);
-/* After the real connect(): counts the attempt and starts or settles a wait. */
-void nl_acq_connected(int fd, struct nl_fd *entry, int what, unsigned long long t0_ns, int result, int err);
+/* The connect() hook's work around the real call: counts the attempt,
+ * starts or settles a wait. A counted connect that did not fail at once
+ * (connected, or still in progress) may carry HTTP requests: unless follow
+ * is NL_HTTP_NONE, its bytes are then followed as follow (the wait's start
+ * and the following are one update of the fd's entry). Returns what the
+ * real connect() returned, with its errno. */
+int nl_acq_connect(int fd, const struct sockaddr *addr, socklen_t len, enum nl_fd_http follow);
 /* After I/O on an fd that was NL_FD_CONNECTING: ok is whether the call
  * succeeded, errno is still the call's. Keeps errno. */
 void nl_acq_after_io(int fd, int ok) __attribute__((cold));
-/* After getsockopt(SO_ERROR) returned so_error on an NL_FD_CONNECTING fd. */
-void nl_acq_so_error(int fd, int so_error);
+/* After getsockopt(SO_ERROR) returned so_error on fd, whose entry e was
+ * NL_FD_CONNECTING. Keeps errno. */
+void nl_acq_so_error(struct nl_fd *e, int fd, int so_error);
+/* The getsockopt(fd, SOL_SOCKET, SO_ERROR, val, len) hook's work while
+ * some fd is watched: the real call, then nl_acq_so_error when fd is
+ * connecting. Returns what the real call returned, with its errno. */
+int nl_acq_getsockopt_so_error(int fd, void *val, socklen_t *len);
 /* The fd is going away (close, dup2 target, close_range): settle what is
  * pending, forget the fd. Keeps errno. */
 void nl_acq_release(int fd) __attribute__((cold));

@@ -105,22 +105,21 @@ uint32_t nl_fd_forget(int fd)
 	return e ? nl_fd_clear(e) : NL_FD_UNTRACKED;
 }
 
-void nl_fd_start_connecting(struct nl_fd *e)
+void nl_fd_start_connecting(struct nl_fd *e, enum nl_fd_http side)
 {
-	if (atomic_exchange(&e->state, NL_FD_CONNECTING) != NL_FD_CONNECTING) {
-		atomic_fetch_or(&e->watch, NL_WATCH_CONNECTING);
-		atomic_fetch_add(&nl_fd_watching, 1);
+	if (atomic_exchange(&e->state, NL_FD_CONNECTING) == NL_FD_CONNECTING) {
+		if (side)
+			nl_fd_http_start(e, side);
+		return;
 	}
-}
-
-int nl_fd_end_connecting(struct nl_fd *e)
-{
-	uint32_t expected = NL_FD_CONNECTING;
-	if (!atomic_compare_exchange_strong(&e->state, &expected, NL_FD_SOCKET))
-		return 0;
-	atomic_fetch_and(&e->watch, (uint8_t)~NL_WATCH_CONNECTING);
-	atomic_fetch_sub(&nl_fd_watching, 1);
-	return 1;
+	/* The connecting bit and the HTTP side in one exchange of the watch
+	 * byte, and one change of the count for both. */
+	uint8_t old = atomic_load_explicit(&e->watch, memory_order_relaxed), want;
+	do
+		want = side ? (uint8_t)((old & ~(NL_WATCH_HTTP | NL_WATCH_FED | NL_WATCH_INIT)) | side | NL_WATCH_CONNECTING)
+			    : (uint8_t)(old | NL_WATCH_CONNECTING);
+	while (!atomic_compare_exchange_weak(&e->watch, &old, want));
+	atomic_fetch_add(&nl_fd_watching, side && !(old & NL_WATCH_HTTP) ? 2 : 1);
 }
 
 void nl_fd_copy(int oldfd, int newfd)

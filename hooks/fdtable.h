@@ -159,10 +159,21 @@ static inline uint32_t nl_fd_clear(struct nl_fd *e)
 		nl_fd_connecting_cleared(e);
 	return old;
 }
-/* Marks e as connecting (its dest and start set first). */
-void nl_fd_start_connecting(struct nl_fd *e);
-/* Connecting -> socket, once: true for the caller that made the change. */
-int nl_fd_end_connecting(struct nl_fd *e);
+/* Marks e as connecting (its dest and start set first) and, when side is
+ * not NL_HTTP_NONE, follows its bytes as side (nl_fd_http_start) in the
+ * same step. */
+void nl_fd_start_connecting(struct nl_fd *e, enum nl_fd_http side);
+/* Connecting -> socket, once: true for the caller that made the change.
+ * Inline: every settled acquisition comes here. */
+static inline int nl_fd_end_connecting(struct nl_fd *e)
+{
+	uint32_t expected = NL_FD_CONNECTING;
+	if (!atomic_compare_exchange_strong(&e->state, &expected, NL_FD_SOCKET))
+		return 0;
+	atomic_fetch_and(&e->watch, (uint8_t)~NL_WATCH_CONNECTING);
+	atomic_fetch_sub(&nl_fd_watching, 1);
+	return 1;
+}
 /* Copies tracking from oldfd to newfd (dup and friends). */
 void nl_fd_copy(int oldfd, int newfd);
 

@@ -125,30 +125,15 @@ NL_EXPORT int connect(int fd, const struct sockaddr *addr, socklen_t len)
 {
 	if (!counting())
 		return NL_REAL(connect)(fd, addr, len);
-	/* classify can only change errno when fd is not a socket, and then the
-	 * real connect() fails with that same errno. */
-	struct nl_fd *e;
-	int what = nl_acq_classify(fd, addr, len, &e);
-	uint64_t t0 = nl_monotonic_ns();
-	int r = NL_REAL(connect)(fd, addr, len);
-	NL_KEEP_ERRNO;
-	int err = errno;
-	nl_acq_connected(fd, e, what, t0, r, err);
-	/* A counted connect that did not fail at once may carry HTTP requests. */
-	if (nl_http_client_on && what >= 0 && e && (r == 0 || err == EINPROGRESS || err == EINTR))
-		nl_http_watch(e, NL_HTTP_CLIENT, what);
-	return r;
+	return nl_acq_connect(fd, addr, len, nl_http_client_on ? NL_HTTP_CLIENT : NL_HTTP_NONE);
 }
 
 NL_EXPORT int getsockopt(int fd, int level, int name, void *val, socklen_t *len)
 {
-	int r = NL_REAL(getsockopt)(fd, level, name, val, len);
-	if (r == 0 && level == SOL_SOCKET && name == SO_ERROR && val && len && *len >= (socklen_t)sizeof(int) &&
-	    nl_fd_state(fd) == NL_FD_CONNECTING) {
-		NL_KEEP_ERRNO;
-		nl_acq_so_error(fd, *(int *)val);
-	}
-	return r;
+	/* While no fd is watched none is connecting: the usual case is a tail call. */
+	if (level != SOL_SOCKET || name != SO_ERROR || !nl_fd_any_watched())
+		return NL_REAL(getsockopt)(fd, level, name, val, len);
+	return nl_acq_getsockopt_so_error(fd, val, len);
 }
 
 /* The fd goes away: its HTTP exchanges end, then its acquisition. */

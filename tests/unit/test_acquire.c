@@ -37,6 +37,7 @@
 #include "connmetrics.h"
 #include "dest.h"
 #include "fdtable.h"
+#include "httpmetrics.h"
 #include "log.h"
 #include "real.h"
 #include "registry.h"
@@ -998,6 +999,36 @@ Test(acquire, wait_covers_the_time_from_connect_to_settle)
 	cr_assert_lt(c.abandoned_ms, 10000.0);
 }
 
+/* With the client side of HTTP on, a connect in progress is pending and an
+ * HTTP candidate at once (one update of its entry); the settle leaves it a
+ * candidate, the close neither. A connect done inside the call is only a
+ * candidate. */
+Test(acquire, pending_connect_is_an_http_candidate_too)
+{
+	nl_http_client_on = true;
+	start_pending(FD);
+	struct nl_fd *e = nl_fd_lookup(FD);
+	cr_assert_eq(atomic_load(&e->watch), NL_WATCH_CONNECTING | NL_HTTP_CLIENT, "watch %#x",
+		     (unsigned)atomic_load(&e->watch));
+	cr_assert_eq(e->dest, 1);
+	expect_pending(2);   /* the count holds the wait and the following */
+	check_so_error(FD, 0, true);
+	expect_state(FD, NL_FD_SOCKET);
+	cr_assert_eq(atomic_load(&e->watch), NL_HTTP_CLIENT);
+	expect_pending(1);
+	close_fd(FD);
+	cr_assert_eq(atomic_load(&e->watch), 0);
+	expect_pending(0);
+
+	nl_fd_track(FD2);
+	connect_svc(FD2, 0, 0);
+	cr_assert_eq(atomic_load(&nl_fd_lookup(FD2)->watch), NL_HTTP_CLIENT);
+	expect_pending(1);
+	close_fd(FD2);
+	expect_pending(0);
+	expect_counts("svc", 2, 1, 0);
+}
+
 Test(acquire, wait_starts_at_entry_to_connect)
 {
 	fake(FD)->connect_ms = 20;   /* the time inside connect() is part of the wait */
@@ -1019,7 +1050,7 @@ static void *racer(void *arg)
 	long i = (long)arg;
 	pthread_barrier_wait(&race_start);
 	if (i % 2)
-		nl_acq_so_error(FD, 0);
+		nl_acq_so_error(nl_fd_lookup(FD), FD, 0);
 	else
 		nl_acq_after_io(FD, 1);
 	return NULL;
