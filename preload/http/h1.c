@@ -196,6 +196,19 @@ static inline size_t low_bit(uint64_t x)
 #endif
 }
 
+/* The same for a 32-bit mask: bsfl writes all 64 bits of its register, so
+ * no zero extension is needed on the way to an address. */
+static inline size_t low_bit32(uint32_t x)
+{
+#if defined(__x86_64__) && !defined(__clang__)
+	uint64_t i;
+	__asm__("bsfl %1, %k0" : "=r"(i) : "rm"(x) : "cc");
+	return (size_t)i;
+#else
+	return (size_t)__builtin_ctz(x);
+#endif
+}
+
 static inline unsigned eq_mask(__m128i v, char c)
 {
 	return (unsigned)_mm_movemask_epi8(_mm_cmpeq_epi8(v, _mm_set1_epi8(c)));
@@ -1136,7 +1149,7 @@ static QUICK bool quick_value(const struct run *r, const uint8_t *p, unsigned n,
 			__m128i v1 = _mm_loadu_si128((const __m128i *)(const void *)(a + 16));
 			if (!m)
 				m = ctl_mask(v1) << 16;
-			const uint8_t *c = a + low_bit(m | 1u << 31);
+			const uint8_t *c = a + low_bit32(m | 1u << 31);
 			if (m && (c == nl || (c + 1 == nl && *c == '\r'))) {
 				/* Bytes of no harm past the value. */
 				_mm_storeu_si128((__m128i *)(void *)r->h->buf, v0);
@@ -1189,7 +1202,7 @@ static QUICK const uint8_t *quick_fields(const struct run *r, const uint8_t *p, 
 			if (!mc)
 				break;
 		}
-		size_t ci = low_bit(mc);
+		size_t ci = low_bit32(mc);
 		/* *p is no ':', so ci > 0. */
 		if (__builtin_expect(*(p + ci - 1) <= ' ', 0))
 			return fail(r), NULL;
@@ -1205,7 +1218,7 @@ static QUICK const uint8_t *quick_fields(const struct run *r, const uint8_t *p, 
 			const uint8_t *at = e - q >= 16 ? q : e - 16;
 			unsigned m = eq_mask(_mm_loadu_si128((const __m128i *)(const void *)at), '\n') >> (q - at);
 			if (m) {
-				nl = q + low_bit(m);
+				nl = q + low_bit32(m);
 			} else {
 				nl = e - q > 16 ? line_end(q + 16, e) : NULL;
 				if (!nl)
@@ -1214,7 +1227,7 @@ static QUICK const uint8_t *quick_fields(const struct run *r, const uint8_t *p, 
 					return fail(r), NULL;
 			}
 		} else {
-			nl = p + low_bit(mn);
+			nl = p + low_bit32(mn);
 		}
 		nf++;
 		if (__builtin_expect(want == ci, 0) && !quick_value(r, p, (unsigned)ci, nl))
@@ -1356,7 +1369,7 @@ static QUICK const uint8_t *request_quick(const struct run *r, const uint8_t *p,
 	__m128i vt = _mm_loadu_si128((const __m128i *)(const void *)t);   /* t + 16 <= p + 32 <= e */
 	unsigned ctl = ctl_mask(vt);
 	if (ctl) {
-		q = t + low_bit(ctl);
+		q = t + low_bit32(ctl);
 	} else {
 		q = find_ctl(r, t + 16, e);
 		if (m + (size_t)(q - t) + 2 > START_LINE_MAX)
@@ -1493,7 +1506,7 @@ static QUICK const uint8_t *response_quick(const struct run *r, const uint8_t *p
 		s->state = S_REASON;
 		return parse_reason(r, p + 12 + (after == ' '), e);
 	}
-	const uint8_t *q = p + 13 + low_bit(mn);
+	const uint8_t *q = p + 13 + low_bit32(mn);
 	s->flags |= F_HTTP;
 	if (atomic_load_explicit(&h->ring_tail, memory_order_acquire) ==
 	    atomic_load_explicit(&h->ring_head, memory_order_relaxed))
