@@ -453,7 +453,10 @@ class NothingLost(harness.ShimTestCase):
             self.skipTest(f"{planted} exists")
         target = tempfile.mkdtemp(prefix="nl-planted-", dir="/dev/shm")
         os.chmod(target, 0o777)
-        env = harness.shim_env(OTEL_EXPORTER_OTLP_METRICS_ENDPOINT=self.sink.url)
+        # No segment, so the exit flush is the values' only chance: on a
+        # loaded machine its default half second can pass in loading the
+        # export libraries alone.
+        env = harness.shim_env(OTEL_EXPORTER_OTLP_METRICS_ENDPOINT=self.sink.url, NEMOLENS_EXIT_TIMEOUT_MS="5000")
         nobody = ["setpriv", "--reuid=nobody", "--regid=nogroup", "--clear-groups", "--"]
         try:
             # root's directory where nobody's would go, world-writable; then a
