@@ -50,6 +50,7 @@
 #include <pthread.h>
 #include <stdatomic.h>
 #include <signal.h>
+#include <spawn.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -936,6 +937,59 @@ static bool program_has_it(const siginfo_t *si, pid_t child)
 	return si->si_code == SI_KERNEL && getpgid(child) == getpgrp();
 }
 
+static int exec_failure_status(int err)
+{
+	return err == ENOENT || err == ENOTDIR ? EXIT_NOT_FOUND : EXIT_CANNOT_EXEC;
+}
+
+/* Starts the program with the signal mask and the SIGCHLD disposition
+ * nemolens-run was given (mask, chld). Returns its pid; or -1 with *err
+ * the reason the program could not be executed, or with *err 0 and errno
+ * set when no process could be made.
+ *
+ * posix_spawn first: glibc's shares this process's memory with the new one
+ * until its exec (clone with CLONE_VM | CLONE_VFORK), so no page table is
+ * copied and no page is faulted in for a process about to exec, which is
+ * most of what fork costs a launcher. fork and execvp remain for the two
+ * things posix_spawnp does not do as execvp does: an inherited SIG_IGN for
+ * SIGCHLD, which the program must inherit while this process runs with
+ * SIG_DFL (the two would share it until the exec), and a file without #!
+ * (ENOEXEC), which execvp runs with /bin/sh. */
+static pid_t start_program(char **argv, const sigset_t *mask, const struct sigaction *chld, int *err)
+{
+	extern char **environ;
+	pid_t pid;
+	*err = 0;
+	if (chld->sa_handler != SIG_IGN) {
+		posix_spawnattr_t attr;
+		int r = posix_spawnattr_init(&attr);
+		if (r == 0) {
+			r = posix_spawnattr_setsigmask(&attr, mask);
+			if (r == 0)
+				r = posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGMASK);
+			if (r == 0)
+				r = posix_spawnp(&pid, argv[0], NULL, &attr, argv, environ);
+			posix_spawnattr_destroy(&attr);
+		}
+		if (r == 0)
+			return pid;
+		if (r != ENOEXEC && r != ENOMEM && r != EAGAIN && r != ENOSYS && r != EINVAL) {
+			*err = r;
+			return -1;
+		}
+	}
+	pid = fork();
+	if (pid != 0)
+		return pid;
+	/* The program gets what nemolens-run was given. */
+	sigaction(SIGCHLD, chld, NULL);
+	sigprocmask(SIG_SETMASK, mask, NULL);
+	execvp(argv[0], argv);
+	int e = errno;
+	fprintf(stderr, "%s: %s: %s\n", progname, argv[0], strerror(e));
+	_exit(exec_failure_status(e));
+}
+
 static int run(char **argv)
 {
 	sigset_t waited, saved_mask;
@@ -957,29 +1011,27 @@ static int run(char **argv)
 	sigprocmask(SIG_BLOCK, &waited, NULL);
 	tree_watch(&tree);
 
-	pid_t child = fork();
-	if (child < 0) {
+	int status = 0, err = 0;
+	pid_t child = start_program(argv, &saved_mask, &saved_chld, &err);
+	if (child < 0 && err == 0) {
 		fprintf(stderr, "%s: fork: %s\n", progname, strerror(errno));
 		return EXIT_LAUNCHER;
 	}
-	if (child == 0) {
-		/* The program gets what nemolens-run was given. */
-		sigaction(SIGCHLD, &saved_chld, NULL);
-		sigprocmask(SIG_SETMASK, &saved_mask, NULL);
-		execvp(argv[0], argv);
-		int err = errno;
+	bool started = false;
+	if (child < 0) {
+		/* Nothing was started: what others left is still delivered. */
 		fprintf(stderr, "%s: %s: %s\n", progname, argv[0], strerror(err));
-		_exit(err == ENOENT || err == ENOTDIR ? EXIT_NOT_FOUND : EXIT_CANNOT_EXEC);
+		status = W_EXITCODE(exec_failure_status(err), 0);
+		goto ended;
 	}
 
-	/* After the fork: neither the program nor the keeper is a copy of a
+	/* After the program started: neither it nor the keeper is a copy of a
 	 * process with threads. */
-	bool started = tree.watch_fd < 0;
+	started = tree.watch_fd < 0;
 	if (started) {
 		keeper_start(&tree, &saved_mask);
 		tree_start(&tree);
 	}
-	int status = 0;
 	for (;;) {
 		siginfo_t si;
 		int sig;
@@ -1018,6 +1070,7 @@ static int run(char **argv)
 			kill(child, sig);
 	}
 
+ended:
 	if (tree.on) {
 		tree_finish(&tree, started);
 	} else {
