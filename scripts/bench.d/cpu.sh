@@ -1,19 +1,36 @@
 # CPU per request, sourced by scripts/bench (uses its helpers: row, check,
-# stop_pid, wait_http, wait_line, free_port, ngx_start, cg_row, ...).
+# stop_pid, wait_http, wait_line, free_port, cg_row, and section 3's nginx
+# configuration in $NX).
 #
 #   cpu_callgrind_rows   section 1: a connection's life; the HTTP pair and the
 #                        connection's life again with the exporter on,
 #                        exporting every second to the live collector
 #   cpu_server_rows      section 3: the server's CPU time per request served,
-#                        without and with the shim, alternating
+#                        without and with the shim, alternating; and the
+#                        nginx worker's instructions per request (callgrind)
 #
 # CPU per request is the server process's utime + stime (/proc/PID/stat, all
 # its threads, the shim's exporter thread included) over a wrk run, divided
 # by the requests wrk completed in it. The ratio is the median of the
-# adjacent (without, with) pairs; the pairs' lowest and highest ratio are
-# printed too, so that the noise of the run can be read off the row.
+# (without, with) pairs; the pairs' lowest and highest ratio are printed
+# too, so that the noise of the run can be read off the row. What narrows
+# the noise: the server is pinned to one core and wrk to another (when
+# there are two), the pairs run A B, B A, A B, ... (a drift over the run
+# cancels instead of favouring one side), and for nginx both servers run
+# side by side for the whole row, warmed by a first pair that is not
+# counted, so that no run pays a fresh process's page faults.
 
 CPU_CONNS=8   # wrk connections: fewer than the throughput rows, so the server is not saturated into timeouts
+if [ "$MODE" = smoke ]; then
+	CPU_PAIRS=1 CPU_WARM=0 CPU_SECONDS=1 CPU_CG_REQUESTS=0
+else
+	CPU_PAIRS=8 CPU_WARM=1 CPU_SECONDS=5 CPU_CG_REQUESTS=1000
+fi
+# The server on the first core, wrk on the second, when there are two.
+CPU_PIN_SERVER=() CPU_PIN_CLIENT=()
+if command -v taskset >/dev/null && [ "$(nproc)" -ge 2 ]; then
+	CPU_PIN_SERVER=(taskset -c 0) CPU_PIN_CLIENT=(taskset -c 1)
+fi
 
 cpu_callgrind_rows() {
 	command -v valgrind >/dev/null || {
@@ -44,31 +61,32 @@ cpu_wrk() {
 	shift 3
 	hz=$(getconf CLK_TCK)
 	t0=$(cpu_ticks "$pid")
-	wrk -t1 -c"$CPU_CONNS" -d"${secs}s" "$@" "$url" >"$WORK/cpu.wrk" 2>&1
+	"${CPU_PIN_CLIENT[@]}" wrk -t1 -c"$CPU_CONNS" -d"${secs}s" "$@" "$url" >"$WORK/cpu.wrk" 2>&1
 	t1=$(cpu_ticks "$pid")
 	n=$(awk '/requests in/ { print $1; exit }' "$WORK/cpu.wrk")
 	"$PY" -c 'import sys; t0,t1,n,hz=map(float,sys.argv[1:]); print(f"{(t1-t0)/hz*1e6/n:.4f} {int(n)}" if n > 0 else "nan 0")' \
 		"$t0" "$t1" "${n:-0}" "$hz"
 }
 
-# cpu_summary FILE: "medianA medianB median-ratio min-ratio max-ratio"
+# cpu_summary FILE: "medianA medianB median-ratio min-ratio max-ratio";
+# the k-th A line pairs with the k-th B line, whichever ran first.
 cpu_summary() {
 	"$PY" - "$1" <<'EOF'
 import statistics, sys
-a, b, r, pend = [], [], [], None
+a, b = [], []
 for line in open(sys.argv[1]):
     p = line.split()
     if len(p) != 2 or p[1] == "nan":
         continue
-    v = float(p[1])
-    if p[0] == "A":
-        a.append(v); pend = v
-    elif pend:
-        b.append(v); r.append(v / pend); pend = None
+    (a if p[0] == "A" else b).append(float(p[1]))
+r = [y / x for x, y in zip(a, b) if x > 0]
 m = lambda x: statistics.median(x) if x else float("nan")
 print(f"{m(a):.3f} {m(b):.3f} {m(r):.4f} {min(r) if r else float('nan'):.3f} {max(r) if r else float('nan'):.3f}")
 EOF
 }
+
+# cpu_order I: the order of pair I's two runs (A B, then B A, ...)
+cpu_order() { if (($1 % 2)); then echo B A; else echo A B; fi; }
 
 cpu_row() { # file label target(- for none)
 	local ma mb r lo hi
@@ -81,19 +99,96 @@ cpu_row() { # file label target(- for none)
 	fi
 }
 
-cpu_nginx() { # name label target wrk-args...
-	local name=$1 label=$2 target=$3 i v f="$WORK/cpu.ngx.$1"
+# cpu_ngx_conf PORT DIR: section 3's nginx.conf for a server on PORT with
+# its own pid file and logs in DIR
+cpu_ngx_conf() {
+	mkdir -p "$2/logs"
+	sed -e "s/127\.0\.0\.1:$NGX_PORT /127.0.0.1:$1 /" -e "s|^pid .*|pid $2/nginx.pid;|" \
+		-e "s|^error_log .*|error_log $2/logs/error.log warn;|" "$NX/nginx.conf" >"$2/nginx.conf"
+}
+
+# cpu_ngx_start A|B PORT DIR: section 3's nginx on PORT with its own pid
+# file and logs in DIR, pinned; sets CPU_PID
+cpu_ngx_start() {
+	local v=$1 port=$2 dir=$3 envs=()
+	cpu_ngx_conf "$port" "$dir"
+	[ "$v" = B ] && [ "${NGX_CONTROL:-0}" = 0 ] && envs=(LD_PRELOAD="$SO" "${SHIM_EXPORT_ENV[@]}" OTEL_SERVICE_NAME=bench-nginx)
+	env "${envs[@]}" "${CPU_PIN_SERVER[@]}" "$NGX" -p "$NX" -e "$dir/logs/error.log" -c "$dir/nginx.conf" \
+		>"$dir/logs/out.log" 2>&1 &
+	CPU_PID=$!
+	PIDS+=("$CPU_PID")
+	wait_http "http://127.0.0.1:$port/file.txt" 10
+}
+
+# cpu_nginx NAME LABEL TARGET WRK-ARGS...: both servers up for the whole row
+cpu_nginx() {
+	local name=$1 label=$2 target=$3 i v got f="$WORK/cpu.ngx.$1"
 	shift 3
 	: >"$f"
-	for ((i = 0; i < WRK_PAIRS; i++)); do
-		for v in A B; do
-			ngx_start "$v" || { stop_pid "$NGX_PID"; continue; }
-			((WRK_WARMUP)) && wrk -t1 -c"$CPU_CONNS" -d1s "$@" "http://127.0.0.1:$NGX_PORT/file.txt" >/dev/null 2>&1
-			echo "$v $(cpu_wrk "$NGX_PID" "http://127.0.0.1:$NGX_PORT/file.txt" "$WRK_SECONDS" "$@" | awk '{print $1}')" >>"$f"
-			stop_pid "$NGX_PID"
+	local -A pid port
+	for v in A B; do
+		port[$v]=$(free_port)
+		if ! cpu_ngx_start "$v" "${port[$v]}" "$WORK/cpu.ngx.$name.$v"; then
+			stop_pid "$CPU_PID"
+			[ "$v" = B ] && stop_pid "${pid[A]}"
+			na_row 3 "CPU per request: $label" "nginx did not start" "${target#-}"
+			return
+		fi
+		pid[$v]=$CPU_PID
+	done
+	for ((i = -CPU_WARM; i < CPU_PAIRS; i++)); do
+		for v in $(cpu_order $((i + CPU_WARM))); do
+			got=$(cpu_wrk "${pid[$v]}" "http://127.0.0.1:${port[$v]}/file.txt" "$CPU_SECONDS" "$@" | awk '{print $1}')
+			((i >= 0)) && echo "$v $got" >>"$f"
 		done
 	done
+	stop_pid "${pid[A]}"
+	stop_pid "${pid[B]}"
 	cpu_row "$f" "$label" "$target"
+}
+
+# cpu_ngx_instr A|B N ka|close: the instructions of the nginx worker's
+# thread (callgrind; the exporter thread apart) over N requests
+cpu_ngx_instr() {
+	local v=$1 n=$2 mode=$3 dir="$WORK/cpu.cg.$1.$2.$3" port p envs=()
+	port=$(free_port)
+	cpu_ngx_conf "$port" "$dir"
+	[ "$v" = B ] && envs=(LD_PRELOAD="$SO" "${SHIM_EXPORT_ENV[@]}" OTEL_SERVICE_NAME=bench-nginx)
+	env "${envs[@]}" valgrind --tool=callgrind --separate-threads=yes --callgrind-out-file="$dir/cg.out" \
+		--dump-instr=no "$NGX" -p "$NX" -e "$dir/logs/error.log" -c "$dir/nginx.conf" >"$dir/vg.log" 2>&1 &
+	p=$!
+	PIDS+=("$p")
+	# The exporter thread's first export (which loads the export library)
+	# before the requests: else a short run leaves it to the exit's flush,
+	# on the worker's thread.
+	if ! wait_http "http://127.0.0.1:$port/file.txt" 60 || ! sleep 3 || ! "$PY" "$D/requests.py" "$port" "$n" "$mode"; then
+		stop_pid "$p"
+		echo nan
+		return
+	fi
+	stop_pid "$p"
+	awk '/^(summary|totals):/ { print $2; exit }' "$dir/cg.out-01" 2>/dev/null || echo nan
+}
+
+# cpu_ngx_instr_row ka|close LABEL: instructions per request, the
+# difference of a long and a short run (start-up and exit cancel)
+cpu_ngx_instr_row() {
+	local mode=$1 label="instr/request: nginx $2, worker thread (callgrind)" v lo=200 hi pa pb added ratio
+	hi=$((200 + CPU_CG_REQUESTS))
+	local -A small big
+	for v in A B; do
+		small[$v]=$(cpu_ngx_instr "$v" "$lo" "$mode")
+		big[$v]=$(cpu_ngx_instr "$v" "$hi" "$mode")
+	done
+	read -r pa pb added ratio < <("$PY" -c '
+import sys
+sa, ba, sb, bb, n = sys.argv[1:]
+try:
+    a, b = (float(ba) - float(sa)) / float(n), (float(bb) - float(sb)) / float(n)
+    print(f"{a:.0f} {b:.0f} {b - a:.0f} {b / a:.3f}")
+except ValueError:
+    print("nan nan nan nan")' "${small[A]}" "${big[A]}" "${small[B]}" "${big[B]}" "$CPU_CG_REQUESTS")
+	row 3 "$label" "$pa instr" "$pb instr" "+$added instr (ratio $ratio)" "" ""
 }
 
 # cpu_server NAME LABEL TARGET PATH START-FUNCTION: servers started per run
@@ -101,7 +196,7 @@ cpu_server() {
 	local name=$1 label=$2 target=$3 path=$4 start=$5 i v f="$WORK/cpu.$1"
 	: >"$f"
 	for ((i = 0; i < WRK_PAIRS; i++)); do
-		for v in A B; do
+		for v in $(cpu_order "$i"); do
 			"$start" "$v" || { stop_pid "$CPU_PID"; continue; }
 			local url="http://127.0.0.1:$CPU_PORT$path"
 			((WRK_WARMUP)) && wrk -t1 -c"$CPU_CONNS" -d1s "$url" >/dev/null 2>&1
@@ -116,7 +211,7 @@ cpu_uvicorn_start() { # A|B: sets CPU_PID, CPU_PORT
 	local envs=()
 	[ "$1" = B ] && envs=(LD_PRELOAD="$SO" "${SHIM_EXPORT_ENV[@]}" OTEL_SERVICE_NAME=bench-uvicorn)
 	: >"$WORK/cpu.uv.json"
-	env "${envs[@]}" "$PY" "$ROOT/scripts/demo/server.py" --ports 1 --latency-ms 0,0 >"$WORK/cpu.uv.json" 2>>"$WORK/cpu.uv.log" &
+	env "${envs[@]}" "${CPU_PIN_SERVER[@]}" "$PY" "$ROOT/scripts/demo/server.py" --ports 1 --latency-ms 0,0 >"$WORK/cpu.uv.json" 2>>"$WORK/cpu.uv.log" &
 	CPU_PID=$!
 	PIDS+=("$CPU_PID")
 	wait_line "$WORK/cpu.uv.json" 30 >/dev/null || return 1
@@ -128,7 +223,7 @@ cpu_node_start() { # A|B: sets CPU_PID, CPU_PORT
 	local envs=()
 	[ "$1" = B ] && envs=(LD_PRELOAD="$SO" "${SHIM_EXPORT_ENV[@]}" OTEL_SERVICE_NAME=bench-node)
 	CPU_PORT=$(free_port)
-	env "${envs[@]}" "$NODE" "$D/server.js" "$CPU_PORT" >"$WORK/cpu.node.out" 2>"$WORK/cpu.node.err" &
+	env "${envs[@]}" "${CPU_PIN_SERVER[@]}" "$NODE" "$D/server.js" "$CPU_PORT" >"$WORK/cpu.node.out" 2>"$WORK/cpu.node.err" &
 	CPU_PID=$!
 	PIDS+=("$CPU_PID")
 	wait_http "http://127.0.0.1:$CPU_PORT/" 20
@@ -136,13 +231,20 @@ cpu_node_start() { # A|B: sets CPU_PID, CPU_PORT
 
 cpu_server_rows() {
 	local NX_OK=0
-	[ -x "${NGX:-}" ] && command -v wrk >/dev/null && declare -F ngx_start >/dev/null && NX_OK=1
+	[ -x "${NGX:-}" ] && command -v wrk >/dev/null && [ -f "${NX:-}/nginx.conf" ] && NX_OK=1
 	if ((NX_OK)); then
 		cpu_nginx ka "nginx keep-alive (worker)" 1.03
 		cpu_nginx close "nginx connection per request (worker)" 1.02 -H 'Connection: close'
 		NGX_CONTROL=1
 		cpu_nginx ka_aa "nginx keep-alive, control: no shim either side" -
 		NGX_CONTROL=0
+		if command -v valgrind >/dev/null && ((CPU_CG_REQUESTS > 0)); then
+			cpu_ngx_instr_row ka "keep-alive"
+			cpu_ngx_instr_row close "connection per request"
+		else
+			na_row 3 "instr/request: nginx keep-alive, worker thread (callgrind)" "full run with valgrind only"
+			na_row 3 "instr/request: nginx connection per request, worker thread (callgrind)" "full run with valgrind only"
+		fi
 	else
 		na_row 3 "CPU per request: nginx keep-alive (worker)" "nginx or wrk missing" "<= 1.03"
 		na_row 3 "CPU per request: nginx connection per request (worker)" "nginx or wrk missing" "<= 1.02"
