@@ -90,7 +90,8 @@ for how, n in plan:
     children.append((pid, how))
 for pid, how in children:
     _, status = os.waitpid(pid, 0)
-    print("ended", pid, how, status, time.monotonic(), flush=True)
+    # One write a line: the exec'd child writes to the same pipe.
+    os.write(1, f"ended {pid} {how} {status} {time.monotonic()}\n".encode())
 time.sleep(interval + 2)
 """
 
