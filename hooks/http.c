@@ -136,24 +136,32 @@ static __attribute__((noinline)) void finish(struct feed *f, unsigned slot, unsi
 	if (!(open & (1u << slot)))
 		return;
 	struct pending *p = &c->slots[slot];
-	struct nl_http_exchange x = {
-		.method = p->method,
-		.route = p->route,
-		.host = atomic_load_explicit(&c->host, memory_order_relaxed),
-		.port = atomic_load_explicit(&c->port, memory_order_relaxed),
-		.dest = atomic_load_explicit(&c->dest, memory_order_relaxed),
-		.status = status,
-		.version_minor = p->minor,
-		.tls = c->flags & NL_HTTPCONN_TLS,
-		.duration_ns = (uint64_t)(uint32_t)(now_us(f) - p->start_us) * 1000,
-		.request_body = atomic_load_explicit(&p->request_body, memory_order_relaxed),
-		.response_body = response_body,
-	};
+	uint64_t duration_ns = (uint64_t)(uint32_t)(now_us(f) - p->start_us) * 1000;
 	if (c->side == NL_HTTP_SERVER) {
+		/* One call: the exchange, and its request's end as an active one. */
+		struct nl_http_exchange x = {
+			.method = p->method,
+			.route = p->route,
+			.status = status,
+			.version_minor = p->minor,
+			.tls = c->flags & NL_HTTPCONN_TLS,
+			.counted = open & (0x10u << slot),
+			.name = (int)p->name - 2,
+			.duration_ns = duration_ns,
+			.request_body = atomic_load_explicit(&p->request_body, memory_order_relaxed),
+			.response_body = response_body,
+		};
 		nl_http_server_done(&x);
-		if (open & (0x10u << slot))
-			nl_http_server_ended(p->method, x.tls, (int)p->name - 2);
 	} else {
+		struct nl_http_exchange x = {
+			.method = p->method,
+			.host = atomic_load_explicit(&c->host, memory_order_relaxed),
+			.port = atomic_load_explicit(&c->port, memory_order_relaxed),
+			.dest = atomic_load_explicit(&c->dest, memory_order_relaxed),
+			.status = status,
+			.version_minor = p->minor,
+			.duration_ns = duration_ns,
+		};
 		nl_http_client_done(&x);
 	}
 }

@@ -426,11 +426,12 @@ static __attribute__((noinline)) void make_series(struct cell *c, bool client, c
 }
 
 /* The cell of a combination, made on first use; NULL when the table is full
- * or another thread is still making it (the sample then goes to overflow). */
-static struct cell *cell_for(bool client, const struct nl_http_exchange *x)
+ * or another thread is still making it (the sample then goes to overflow).
+ * The probes past the first: out of line, as the first finds a combination
+ * seen before. */
+static __attribute__((noinline)) struct cell *cell_probe(uint64_t key, uint64_t h, bool client,
+							 const struct nl_http_exchange *x)
 {
-	uint64_t key = pack(client, x);
-	uint64_t h = (key * 0x9E3779B97F4A7C15ull) >> 52;
 	for (unsigned probe = 0; probe < 64; probe++) {
 		struct cell *c = &cells[(h + probe) & (CELLS - 1)];
 		uint64_t k = atomic_load_explicit(&c->key, memory_order_acquire);
@@ -448,7 +449,18 @@ static struct cell *cell_for(bool client, const struct nl_http_exchange *x)
 	return NULL;
 }
 
-static struct nl_series *series_of(struct cell *c, int which, struct nl_instrument *inst)
+static inline __attribute__((always_inline)) struct cell *cell_for(bool client, const struct nl_http_exchange *x)
+{
+	uint64_t key = pack(client, x);
+	uint64_t h = (key * 0x9E3779B97F4A7C15ull) >> 52;
+	struct cell *c = &cells[h];
+	if (atomic_load_explicit(&c->key, memory_order_acquire) == key &&
+	    atomic_load_explicit(&c->ready, memory_order_acquire))
+		return c;
+	return cell_probe(key, h, client, x);
+}
+
+static inline struct nl_series *series_of(struct cell *c, int which, struct nl_instrument *inst)
 {
 	struct nl_series *s = c ? atomic_load_explicit(&c->s[which], memory_order_relaxed) : NULL;
 	return s ? s : nl_instrument_overflow(inst);
@@ -538,6 +550,8 @@ void nl_http_server_done(const struct nl_http_exchange *x)
 	}
 	if (semconv_dup)
 		nl_hist_record(i_server_old, series_of(c, S_DURATION_OLD, i_server_old), s * 1000);
+	if (x->counted)
+		nl_http_server_ended(x->method, x->tls, x->name);
 	if (!gym_on || x->method != method_post || x->route < 0)
 		return;
 	double ms = (double)x->duration_ns / 1e6;

@@ -52,7 +52,9 @@ bool nl_http_server_started(unsigned method, bool tls, int name);
 void nl_http_server_ended(unsigned method, bool tls, int name);
 
 /* One finished exchange. status 0 means the connection ended before a
- * complete response (error.type connection_closed). */
+ * complete response (error.type connection_closed). A server's exchange
+ * whose request was counted by nl_http_server_started (counted) also ends
+ * it there: one call per exchange. */
 struct nl_http_exchange {
 	unsigned method;
 	int route;              /* server: route id */
@@ -62,6 +64,8 @@ struct nl_http_exchange {
 	unsigned status;
 	unsigned version_minor;
 	bool tls;               /* server: url.scheme "https" (client: no url.scheme attribute) */
+	bool counted;           /* server: counted in active requests, under server name id name */
+	int name;
 	uint64_t duration_ns;
 	uint64_t request_body;
 	uint64_t response_body;
