@@ -319,12 +319,16 @@ int nl_http_server_name(const char *host, size_t n)
  * error kind, route or host, port, destination. */
 #define CELLS 4096
 enum { S_DURATION, S_REQUEST_BODY, S_RESPONSE_BODY, S_DURATION_OLD, N_CELL_SERIES };
+/* A cell is ready once its duration series is there (made last, released):
+ * every other series it records into is there by then. */
 struct cell {
 	_Atomic uint64_t key;
 	_Atomic(struct nl_series *) s[N_CELL_SERIES];
-	_Atomic bool ready;
 };
 static struct cell cells[CELLS];
+/* What a sample records into when its combination has no cell (the table
+ * full, or the cell still being made): the overflow series, by side. */
+static struct cell overflow_cell[2];
 
 static struct nl_instrument *i_server, *i_active, *i_req_body, *i_resp_body, *i_client, *i_server_old;
 static struct nl_instrument *i_rollout, *i_verify, *i_success;
@@ -403,32 +407,35 @@ static size_t client_attrs(const struct nl_http_exchange *x, struct nl_attr *a)
 static __attribute__((noinline)) void make_series(struct cell *c, bool client, const struct nl_http_exchange *x)
 {
 	struct nl_attr a[NL_MAX_ATTRS];
+	struct nl_series *duration;
 	if (client) {
 		size_t n = client_attrs(x, a);
-		atomic_store(&c->s[S_DURATION], nl_series_add_static(i_client, a, n));
+		duration = nl_series_add_static(i_client, a, n);
 	} else if (x->route == NL_ROUTE_OVERFLOW) {
 		/* Past the route cap everything shares the overflow series. */
-		atomic_store(&c->s[S_DURATION], nl_instrument_overflow(i_server));
-		atomic_store(&c->s[S_REQUEST_BODY], nl_instrument_overflow(i_req_body));
-		atomic_store(&c->s[S_RESPONSE_BODY], nl_instrument_overflow(i_resp_body));
-		atomic_store(&c->s[S_DURATION_OLD], nl_instrument_overflow(i_server_old));
+		for (int i = 0; i < N_CELL_SERIES; i++)
+			atomic_store_explicit(&c->s[i], atomic_load_explicit(&overflow_cell[0].s[i], memory_order_relaxed),
+					      memory_order_relaxed);
+		duration = nl_instrument_overflow(i_server);
 	} else {
 		size_t n = server_attrs(x, a);
-		atomic_store(&c->s[S_DURATION], nl_series_add_static(i_server, a, n));
-		atomic_store(&c->s[S_REQUEST_BODY], nl_series_add_static(i_req_body, a, n));
-		atomic_store(&c->s[S_RESPONSE_BODY], nl_series_add_static(i_resp_body, a, n));
+		duration = nl_series_add_static(i_server, a, n);
+		atomic_store_explicit(&c->s[S_REQUEST_BODY], nl_series_add_static(i_req_body, a, n), memory_order_relaxed);
+		atomic_store_explicit(&c->s[S_RESPONSE_BODY], nl_series_add_static(i_resp_body, a, n),
+				      memory_order_relaxed);
 		if (semconv_dup) {
 			n = server_attrs_old(x, a);
-			atomic_store(&c->s[S_DURATION_OLD], nl_series_add_static(i_server_old, a, n));
+			atomic_store_explicit(&c->s[S_DURATION_OLD], nl_series_add_static(i_server_old, a, n),
+					      memory_order_relaxed);
 		}
 	}
-	atomic_store_explicit(&c->ready, true, memory_order_release);
+	atomic_store_explicit(&c->s[S_DURATION], duration, memory_order_release);
 }
 
-/* The cell of a combination, made on first use; NULL when the table is full
- * or another thread is still making it (the sample then goes to overflow).
- * The probes past the first: out of line, as the first finds a combination
- * seen before. */
+/* The cell of a combination, made on first use; the side's overflow cell
+ * when the table is full or another thread is still making it. The probes
+ * past the first: out of line, as the first finds a combination seen
+ * before. */
 static __attribute__((noinline)) struct cell *cell_probe(uint64_t key, uint64_t h, bool client,
 							 const struct nl_http_exchange *x)
 {
@@ -444,9 +451,9 @@ static __attribute__((noinline)) struct cell *cell_probe(uint64_t key, uint64_t 
 			k = expected;
 		}
 		if (k == key)
-			return atomic_load_explicit(&c->ready, memory_order_acquire) ? c : NULL;
+			return atomic_load_explicit(&c->s[S_DURATION], memory_order_acquire) ? c : &overflow_cell[client];
 	}
-	return NULL;
+	return &overflow_cell[client];
 }
 
 static inline __attribute__((always_inline)) struct cell *cell_for(bool client, const struct nl_http_exchange *x)
@@ -455,15 +462,14 @@ static inline __attribute__((always_inline)) struct cell *cell_for(bool client, 
 	uint64_t h = (key * 0x9E3779B97F4A7C15ull) >> 52;
 	struct cell *c = &cells[h];
 	if (atomic_load_explicit(&c->key, memory_order_acquire) == key &&
-	    atomic_load_explicit(&c->ready, memory_order_acquire))
+	    atomic_load_explicit(&c->s[S_DURATION], memory_order_acquire))
 		return c;
 	return cell_probe(key, h, client, x);
 }
 
-static inline struct nl_series *series_of(struct cell *c, int which, struct nl_instrument *inst)
+static inline struct nl_series *series_of(struct cell *c, int which)
 {
-	struct nl_series *s = c ? atomic_load_explicit(&c->s[which], memory_order_relaxed) : NULL;
-	return s ? s : nl_instrument_overflow(inst);
+	return atomic_load_explicit(&c->s[which], memory_order_relaxed);
 }
 
 /* ---- recording ------------------------------------------------------------- */
@@ -520,14 +526,28 @@ static inline __attribute__((always_inline)) struct nl_series *active_series(uns
 	return s_active[tls][method];
 }
 
-bool nl_http_server_started(unsigned method, bool tls, int name)
+static inline __attribute__((always_inline)) bool count_started(unsigned method, bool tls, int name)
 {
-	nl_runtime_kick();   /* a server that never connects has to start the exporter too */
 	struct nl_series *s = active_series(method, tls, name);
 	if (!s)
 		return false;
 	nl_updown_add(s, 1);
 	return true;
+}
+
+/* A server that never connects has to start the exporter too: until the
+ * first kick, out of line, so that the usual start needs no frame. */
+static __attribute__((noinline)) bool started_unkicked(unsigned method, bool tls, int name)
+{
+	nl_runtime_kick();
+	return count_started(method, tls, name);
+}
+
+bool nl_http_server_started(unsigned method, bool tls, int name)
+{
+	if (!atomic_load_explicit(&nl_runtime_kicked, memory_order_acquire))
+		return started_unkicked(method, tls, name);
+	return count_started(method, tls, name);
 }
 
 void nl_http_server_ended(unsigned method, bool tls, int name)
@@ -543,13 +563,13 @@ void nl_http_server_done(const struct nl_http_exchange *x)
 		return;
 	struct cell *c = cell_for(false, x);
 	double s = (double)x->duration_ns / 1e9;
-	nl_hist_record(i_server, series_of(c, S_DURATION, i_server), s);
+	nl_hist_record(i_server, series_of(c, S_DURATION), s);
 	if (x->status) {
-		nl_hist_record(i_req_body, series_of(c, S_REQUEST_BODY, i_req_body), (double)x->request_body);
-		nl_hist_record(i_resp_body, series_of(c, S_RESPONSE_BODY, i_resp_body), (double)x->response_body);
+		nl_hist_record(i_req_body, series_of(c, S_REQUEST_BODY), (double)x->request_body);
+		nl_hist_record(i_resp_body, series_of(c, S_RESPONSE_BODY), (double)x->response_body);
 	}
 	if (semconv_dup)
-		nl_hist_record(i_server_old, series_of(c, S_DURATION_OLD, i_server_old), s * 1000);
+		nl_hist_record(i_server_old, series_of(c, S_DURATION_OLD), s * 1000);
 	if (x->counted)
 		nl_http_server_ended(x->method, x->tls, x->name);
 	if (!gym_on || x->method != method_post || x->route < 0)
@@ -573,7 +593,7 @@ void nl_http_client_done(const struct nl_http_exchange *x)
 		return;
 	nl_runtime_kick();
 	struct cell *c = cell_for(true, x);
-	nl_hist_record(i_client, series_of(c, S_DURATION, i_client), (double)x->duration_ns / 1e9);
+	nl_hist_record(i_client, series_of(c, S_DURATION), (double)x->duration_ns / 1e9);
 }
 
 /* ---- setup ------------------------------------------------------------------ */
@@ -621,6 +641,12 @@ void nl_httpmetrics_init(const struct nl_config *cfg)
 		i_server = i_client = NULL;
 		return;
 	}
+	overflow_cell[0].s[S_DURATION] = nl_instrument_overflow(i_server);
+	overflow_cell[0].s[S_REQUEST_BODY] = nl_instrument_overflow(i_req_body);
+	overflow_cell[0].s[S_RESPONSE_BODY] = nl_instrument_overflow(i_resp_body);
+	if (semconv_dup)
+		overflow_cell[0].s[S_DURATION_OLD] = nl_instrument_overflow(i_server_old);
+	overflow_cell[1].s[S_DURATION] = nl_instrument_overflow(i_client);
 	for (unsigned m = 0; m <= NL_HTTP_METHODS_MAX; m++) {
 		if (m >= n_methods && m != NL_HTTP_METHODS_MAX)
 			continue;
