@@ -59,6 +59,9 @@ void nl_hist_record(struct nl_instrument *inst, struct nl_series *s, double v);
 /* Index of the bucket that v falls in: bucket i holds (bounds[i-1], bounds[i]],
  * the last bucket (index n) holds values above the last bound. */
 size_t nl_hist_bucket(const double *bounds, size_t n_bounds, double v);
+/* The same for a histogram instrument's bounds, the way nl_hist_record
+ * finds it (from a guess by the value's binade). */
+size_t nl_inst_bucket(const struct nl_instrument *inst, double v);
 
 void nl_registry_set_cardinality_limit(size_t limit);
 /* Fork child: all values back to zero (counters belong to the new process). */

@@ -21,6 +21,8 @@
 #include "registry.h"
 #include "segment.h"
 
+#define NL_BUCKET_WINDOW 64     /* binades: 2^64 between the first and last bound guessed */
+
 struct nl_hist {
 	_Atomic uint64_t sum_bits;      /* double, updated by CAS */
 	_Atomic uint64_t min_bits;
@@ -70,6 +72,12 @@ struct nl_instrument {
 	const char *unit_p;
 	const char *description_p;
 	const double *bounds_p;
+	/* This process: a histogram's first guess of a value's bucket, by the
+	 * value's binade (its exponent bits, minus bucket_base): the number of
+	 * bounds below the binade's smallest value. Values outside the window
+	 * are found by halving. */
+	uint16_t bucket_base;
+	uint8_t bucket_from[NL_BUCKET_WINDOW];
 	/* Last: like every series, only as long as its kind needs. */
 	struct nl_series overflow;
 };

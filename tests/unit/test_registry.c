@@ -181,6 +181,54 @@ Test(hist_bucket, no_bounds_one_bucket)
 	cr_assert_eq(nl_hist_bucket(one, 1, 10.5), 1);
 }
 
+/* The instrument's way (a guess by binade, walked up) agrees with halving
+ * for every bound set the shim uses and a few odd ones, at every bound and
+ * its neighbours, and across the whole range of doubles. */
+Test(hist_bucket, instrument_guess_agrees_with_halving)
+{
+	static const double body[15] = { 0, 5, 10, 25, 50, 75, 100, 250, 500, 750, 1000, 2500, 5000, 7500, 10000 };
+	static const double duration[14] = { 0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.25,
+					     0.5,   0.75, 1,     2.5,  5,     7.5, 10 };
+	static const double negative[5] = { -1000, -1, -0.5, 0, 1e-300 };
+	static const double wide[6] = { 1e-200, 1e-50, 1, 1e50, 1e200, DBL_MAX };
+	static const double close[4] = { 1, 1.25, 1.5, 1.75 };
+	static const double huge[2] = { 1e308, DBL_MAX };
+	const struct {
+		const char *name;
+		const double *b;
+		size_t n;
+	} sets[] = {
+		{ "test.guess.body", body, 15 },	{ "test.guess.duration", duration, 14 },
+		{ "test.guess.registry", BOUNDS, NB },	{ "test.guess.negative", negative, 5 },
+		{ "test.guess.wide", wide, 6 },		{ "test.guess.close", close, 4 },
+		{ "test.guess.huge", huge, 2 },		{ "test.guess.none", NULL, 0 },
+	};
+	for (size_t k = 0; k < sizeof sets / sizeof *sets; k++) {
+		struct nl_instrument *inst = nl_instrument_get(sets[k].name, "1", "", NL_HISTOGRAM, sets[k].b, sets[k].n);
+		cr_assert_not_null(inst);
+		const double *b = sets[k].b;
+		size_t n = sets[k].n;
+		for (size_t i = 0; i < n; i++) {
+			double vs[3] = { b[i], b[i] > 0 ? next_up(b[i]) : b[i] + 1e-9, b[i] > 0 ? next_down(b[i]) : b[i] - 1e-9 };
+			for (int j = 0; j < 3; j++)
+				cr_assert_eq(nl_inst_bucket(inst, vs[j]), nl_hist_bucket(b, n, vs[j]), "%s v=%.17g",
+					     sets[k].name, vs[j]);
+		}
+		/* Every binade, positive and negative, and a few values in each. */
+		for (uint64_t e = 0; e < 2047; e++)
+			for (uint64_t m = 0; m < 4; m++) {
+				uint64_t u = e << 52 | m * 0x4000000000000ull;
+				double v;
+				memcpy(&v, &u, sizeof v);
+				cr_assert_eq(nl_inst_bucket(inst, v), nl_hist_bucket(b, n, v), "%s v=%.17g", sets[k].name, v);
+				cr_assert_eq(nl_inst_bucket(inst, -v), nl_hist_bucket(b, n, -v), "%s v=%.17g", sets[k].name,
+					     -v);
+			}
+		cr_assert_eq(nl_inst_bucket(inst, INFINITY), nl_hist_bucket(b, n, INFINITY));
+		cr_assert_eq(nl_inst_bucket(inst, -INFINITY), nl_hist_bucket(b, n, -INFINITY));
+	}
+}
+
 /* ---- instruments and series ---------------------------------------------------- */
 
 Test(registry, instrument_get_is_idempotent_by_name)
