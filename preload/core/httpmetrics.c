@@ -346,7 +346,8 @@ static const char *scheme_text(bool tls) { return tls ? "https" : "http"; }
 static uint64_t pack(bool client, const struct nl_http_exchange *x)
 {
 	uint64_t id = client ? (uint64_t)(x->host + 1) & 0x1ff : (uint64_t)(x->route + 2) & 0xffff;
-	return 1u | (uint64_t)client << 1 | (uint64_t)(x->method & 0xf) << 2 | (uint64_t)(x->status % 1000) << 6 |
+	/* status: three digits (h1.h), 0 for none; ten bits hold it. */
+	return 1u | (uint64_t)client << 1 | (uint64_t)(x->method & 0xf) << 2 | (uint64_t)(x->status & 0x3ff) << 6 |
 	       (uint64_t)(x->version_minor & 1) << 16 | id << 17 | (uint64_t)(x->port & 0xffff) << 33 |
 	       (uint64_t)((unsigned)x->dest & 0x1ff) << 49 | (uint64_t)(!client && x->tls) << 58;
 }
@@ -562,7 +563,7 @@ void nl_http_server_done(const struct nl_http_exchange *x)
 	if (!i_server)
 		return;
 	struct cell *c = cell_for(false, x);
-	double s = (double)x->duration_ns / 1e9;
+	double s = (double)(int64_t)x->duration_ns / 1e9;   /* (below 2^63: the glue's durations are 32-bit microseconds) */
 	nl_hist_record(i_server, series_of(c, S_DURATION), s);
 	if (x->status) {
 		nl_hist_record(i_req_body, series_of(c, S_REQUEST_BODY), (double)x->request_body);
@@ -593,7 +594,7 @@ void nl_http_client_done(const struct nl_http_exchange *x)
 		return;
 	nl_runtime_kick();
 	struct cell *c = cell_for(true, x);
-	nl_hist_record(i_client, series_of(c, S_DURATION), (double)x->duration_ns / 1e9);
+	nl_hist_record(i_client, series_of(c, S_DURATION), (double)(int64_t)x->duration_ns / 1e9);
 }
 
 /* ---- setup ------------------------------------------------------------------ */
