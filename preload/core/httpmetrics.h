@@ -56,19 +56,19 @@ void nl_http_server_ended(unsigned method, bool tls, int name);
  * whose request was counted by nl_http_server_started (counted) also ends
  * it there: one call per exchange. */
 struct nl_http_exchange {
-	unsigned method;
-	int route;              /* server: route id */
-	int host;               /* client: host id, -1 unknown */
-	unsigned port;          /* client: server.port */
-	int dest;               /* client: destination index (dest.h) */
-	unsigned status;
-	unsigned version_minor;
-	bool tls;               /* server: url.scheme "https" (client: no url.scheme attribute) */
-	bool counted;           /* server: counted in active requests, under server name id name */
-	int name;
 	uint64_t duration_ns;
-	uint64_t request_body;
-	uint64_t response_body;
+	uint64_t response_body;         /* server */
+	uint32_t request_body;          /* server: capped at 4 GiB */
+	uint16_t status;
+	int16_t route;                  /* server: route id */
+	int16_t host;                   /* client: host id, -1 unknown */
+	uint16_t port;                  /* client: server.port */
+	int16_t dest;                   /* client: destination index (dest.h) */
+	int16_t name;                   /* server: the server name id it was counted under */
+	uint8_t method;
+	uint8_t version_minor;
+	bool tls;                       /* server: url.scheme "https" (client: no url.scheme attribute) */
+	bool counted;                   /* server: counted in active requests */
 };
 void nl_http_server_done(const struct nl_http_exchange *x);
 void nl_http_client_done(const struct nl_http_exchange *x);
