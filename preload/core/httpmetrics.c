@@ -332,9 +332,11 @@ static struct cell overflow_cell[2];
 
 static struct nl_instrument *i_server, *i_active, *i_req_body, *i_resp_body, *i_client, *i_server_old;
 static struct nl_instrument *i_rollout, *i_verify, *i_success;
-static struct nl_series *s_active[2][NL_HTTP_METHODS_MAX + 1];   /* by TLS, method; no server name */
-/* With a server name: made on first use, 0 none yet, 1 being made. */
-static _Atomic uintptr_t s_active_named[2][NL_HTTP_METHODS_MAX + 1][NL_HTTP_SERVER_NAMES_MAX];
+/* By TLS, method and server name id, the last index for none: made on
+ * first use (not at load, which every process pays, recording or not),
+ * 0 none yet, 1 being made. */
+#define ACTIVE_NO_NAME NL_HTTP_SERVER_NAMES_MAX
+static _Atomic uintptr_t s_active[2][NL_HTTP_METHODS_MAX + 1][NL_HTTP_SERVER_NAMES_MAX + 1];
 static struct nl_series *s_rollout, *s_verify, *s_success;
 static int route_rollout = NL_ROUTE_NONE, route_verify = NL_ROUTE_NONE;
 static _Atomic uint64_t verify_all, verify_completed;
@@ -492,16 +494,18 @@ static size_t active_attrs(unsigned m, bool tls, const char *name, struct nl_att
 	return n;
 }
 
-/* Makes the series of an active request with server name id name on its
- * first use; NULL when another thread is still making it (the request is
- * then not counted, neither way). */
+/* Makes the series of an active request with server name id name
+ * (ACTIVE_NO_NAME: none) on its first use; NULL when another thread is
+ * still making it (the request is then not counted, neither way). */
 static __attribute__((noinline)) struct nl_series *make_active_series(unsigned method, bool tls, int name)
 {
-	_Atomic uintptr_t *slot = &s_active_named[tls][method][name];
+	if (!i_active)
+		return NULL;
+	_Atomic uintptr_t *slot = &s_active[tls][method][name];
 	uintptr_t v = 0;
 	if (atomic_compare_exchange_strong(slot, &v, 1)) {
 		struct nl_attr a[NL_MAX_ATTRS];
-		size_t n = active_attrs(method, tls, name_text[name], a);
+		size_t n = active_attrs(method, tls, name == ACTIVE_NO_NAME ? NULL : name_text[name], a);
 		struct nl_series *s = nl_series_add_static(i_active, a, n);
 		atomic_store_explicit(slot, (uintptr_t)s, memory_order_release);
 		return s;
@@ -518,13 +522,13 @@ static __attribute__((noinline)) struct nl_series *make_active_series(unsigned m
 /* The series an active request counts in (NULL: see make_active_series). */
 static inline __attribute__((always_inline)) struct nl_series *active_series(unsigned method, bool tls, int name)
 {
-	if (name >= 0) {        /* (only when gym_attrs: see nl_http_server_name) */
-		uintptr_t v = atomic_load_explicit(&s_active_named[tls][method][name], memory_order_acquire);
-		return v > 1 ? (struct nl_series *)v : make_active_series(method, tls, name);
-	}
 	if (name == NL_HTTP_NAME_OVERFLOW)
 		return i_active ? nl_instrument_overflow(i_active) : NULL;
-	return s_active[tls][method];
+	if (name < 0)
+		name = ACTIVE_NO_NAME;
+	/* (a name only when gym_attrs: see nl_http_server_name) */
+	uintptr_t v = atomic_load_explicit(&s_active[tls][method][name], memory_order_acquire);
+	return v > 1 ? (struct nl_series *)v : make_active_series(method, tls, name);
 }
 
 static inline __attribute__((always_inline)) bool count_started(unsigned method, bool tls, int name)
@@ -630,7 +634,7 @@ void nl_httpmetrics_init(const struct nl_config *cfg)
 	if ((unsigned)cfg->http_route_segment_limit != NL_ROUTE_SEGMENT_LIMIT_DEFAULT)
 		nl_route_set_segment_limit((unsigned)cfg->http_route_segment_limit);
 	/* Room for the series hooks create: every combination, three series each. */
-	nl_registry_reserve_static(CELLS * 3 + 4 * NL_HTTP_SERVER_NAMES_MAX);
+	nl_registry_reserve_static(CELLS * 3 + 4 * NL_HTTP_SERVER_NAMES_MAX + 2 * (NL_HTTP_METHODS_MAX + 1));
 	i_server = nl_inst(NL_I_HTTP_SERVER_DURATION);
 	i_active = nl_inst(NL_I_HTTP_SERVER_ACTIVE);
 	i_req_body = nl_inst(NL_I_HTTP_SERVER_REQUEST_BODY);
@@ -648,16 +652,6 @@ void nl_httpmetrics_init(const struct nl_config *cfg)
 	if (semconv_dup)
 		overflow_cell[0].s[S_DURATION_OLD] = nl_instrument_overflow(i_server_old);
 	overflow_cell[1].s[S_DURATION] = nl_instrument_overflow(i_client);
-	for (unsigned m = 0; m <= NL_HTTP_METHODS_MAX; m++) {
-		if (m >= n_methods && m != NL_HTTP_METHODS_MAX)
-			continue;
-		/* A series is exported once it has a value: a program without TLS
-		 * exports no https ones. */
-		for (int tls = 0; tls < 2; tls++) {
-			struct nl_attr a[NL_MAX_ATTRS];
-			s_active[tls][m] = nl_series_get(i_active, a, active_attrs(m, tls, NULL, a));
-		}
-	}
 	gym_on = cfg->gym_endpoints && cfg->http_server;
 	if (gym_on) {
 		route_rollout = nl_route_lookup(cfg->gym_rollout_route, strlen(cfg->gym_rollout_route), false);
