@@ -1,8 +1,12 @@
 #include "httpmetrics.h"
 
+#include <sched.h>
+#include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
+
+#include "check.h"
 
 #include "dest.h"
 #include "h1.h"
@@ -17,6 +21,7 @@ bool nl_http_server_on, nl_http_client_on;
 static bool semconv_dup;
 static bool gym_attrs;          /* active requests carry Gym's attributes too */
 static bool gym_on;
+static int route_rollout = NL_ROUTE_NONE, route_verify = NL_ROUTE_NONE;   /* made with the route tables */
 
 /* ---- methods ---------------------------------------------------------------- */
 
@@ -149,6 +154,53 @@ static uint64_t path_hash(const char *t, size_t n, bool truncated)
 	return h ^ h >> 29;
 }
 
+/* ---- route tables, made at the first request --------------------------------- */
+
+/* The tables cost every process tens of thousands of instructions and a
+ * dozen pages at load, recording or not: the first request makes them
+ * instead. Made once; a thread that finds them being made waits, with
+ * its signals blocked while it makes them itself, so that a handler that
+ * interrupts it cannot wait for its own thread. */
+enum { ROUTES_NONE, ROUTES_MAKING, ROUTES_READY };
+static _Atomic int routes_state;
+static const struct nl_config *route_cfg;   /* the runtime's, which lives as long as the process */
+
+static void route_warning(const char *pattern, const char *why)
+{
+	nl_warn_once("env.NEMOLENS_HTTP_ROUTES", "NEMOLENS_HTTP_ROUTES: %s: %s; skipped", pattern, why);
+}
+
+static __attribute__((noinline)) void routes_prepare(void)
+{
+	NL_KEEP_ERRNO;
+	sigset_t all, old;
+	sigfillset(&all);
+	pthread_sigmask(SIG_BLOCK, &all, &old);
+	int expected = ROUTES_NONE;
+	if (!atomic_compare_exchange_strong(&routes_state, &expected, ROUTES_MAKING)) {
+		pthread_sigmask(SIG_SETMASK, &old, NULL);
+		while (atomic_load(&routes_state) != ROUTES_READY)
+			sched_yield();
+		return;
+	}
+	const struct nl_config *cfg = route_cfg;
+	int bypass = nl_hooks_bypass;
+	nl_hooks_bypass = 1;   /* the tables' own memory is the shim's */
+	nl_route_configure(cfg->http_routes, (enum nl_route_unmatched)cfg->http_route_unmatched,
+			   (unsigned)cfg->http_route_cap, route_warning);
+	/* configure set the default limit on fresh tables: only another one
+	 * needs them made again. */
+	if ((unsigned)cfg->http_route_segment_limit != NL_ROUTE_SEGMENT_LIMIT_DEFAULT)
+		nl_route_set_segment_limit((unsigned)cfg->http_route_segment_limit);
+	if (gym_on) {
+		route_rollout = nl_route_lookup(cfg->gym_rollout_route, strlen(cfg->gym_rollout_route), false);
+		route_verify = nl_route_lookup(cfg->gym_verify_route, strlen(cfg->gym_verify_route), false);
+	}
+	nl_hooks_bypass = bypass;
+	atomic_store(&routes_state, ROUTES_READY);
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+}
+
 /* A path not in the cache: templated, and remembered. */
 static __attribute__((noinline)) int route_miss(_Atomic uint64_t *slot, uint64_t h, const char *target, size_t n,
 						bool truncated)
@@ -163,6 +215,8 @@ static __attribute__((noinline)) int route_miss(_Atomic uint64_t *slot, uint64_t
 
 int nl_http_route(const char *target, size_t n, bool truncated)
 {
+	if (__builtin_expect(atomic_load_explicit(&routes_state, memory_order_acquire) != ROUTES_READY, 0))
+		routes_prepare();
 	uint64_t h = path_hash(target, n, truncated);
 	_Atomic uint64_t *slot = &route_cache[h % ROUTE_CACHE];
 	uint64_t e = atomic_load_explicit(slot, memory_order_relaxed);
@@ -338,9 +392,17 @@ static struct nl_instrument *i_rollout, *i_verify, *i_success;
 #define ACTIVE_NO_NAME NL_HTTP_SERVER_NAMES_MAX
 static _Atomic uintptr_t s_active[2][NL_HTTP_METHODS_MAX + 1][NL_HTTP_SERVER_NAMES_MAX + 1];
 static struct nl_series *s_rollout, *s_verify, *s_success;
-static int route_rollout = NL_ROUTE_NONE, route_verify = NL_ROUTE_NONE;
 static _Atomic uint64_t verify_all, verify_completed;
-static char status_text[1000][4];
+/* "000" to "999", made by the compiler: read-only pages of the file, which
+ * a process that never records an error status never touches. */
+#define ST1(a, b) { a, b, '0' }, { a, b, '1' }, { a, b, '2' }, { a, b, '3' }, { a, b, '4' }, \
+		  { a, b, '5' }, { a, b, '6' }, { a, b, '7' }, { a, b, '8' }, { a, b, '9' }
+#define ST2(a) ST1(a, '0'), ST1(a, '1'), ST1(a, '2'), ST1(a, '3'), ST1(a, '4'), \
+	       ST1(a, '5'), ST1(a, '6'), ST1(a, '7'), ST1(a, '8'), ST1(a, '9')
+static const char status_text[1000][4] = { ST2('0'), ST2('1'), ST2('2'), ST2('3'), ST2('4'),
+					   ST2('5'), ST2('6'), ST2('7'), ST2('8'), ST2('9') };
+#undef ST1
+#undef ST2
 
 static const char *version_text(unsigned minor) { return minor ? "1.1" : "1.0"; }
 static const char *scheme_text(bool tls) { return tls ? "https" : "http"; }
@@ -603,36 +665,21 @@ void nl_http_client_done(const struct nl_http_exchange *x)
 
 /* ---- setup ------------------------------------------------------------------ */
 
-static void route_warning(const char *pattern, const char *why)
-{
-	nl_warn_once("env.NEMOLENS_HTTP_ROUTES", "NEMOLENS_HTTP_ROUTES: %s: %s; skipped", pattern, why);
-}
-
 void nl_httpmetrics_init(const struct nl_config *cfg)
 {
 	if (!cfg->http_server && !cfg->http_client)
 		return;
 	configure_methods(cfg->http_known_methods);
-	/* Digits by hand: a thousand snprintf calls were most of the shim's
-	 * start-up, paid by every process, recording or not. */
-	for (unsigned i = 0; i < 1000; i++) {
-		status_text[i][0] = (char)('0' + i / 100);
-		status_text[i][1] = (char)('0' + i / 10 % 10);
-		status_text[i][2] = (char)('0' + i % 10);
-	}
 	semconv_dup = cfg->http_semconv_dup;
 	gym_attrs = !cfg->http_semconv_stable;
 	name_limit = cfg->http_server_name_limit < 1 ? 1
 		     : cfg->http_server_name_limit > NL_HTTP_SERVER_NAMES_MAX ? NL_HTTP_SERVER_NAMES_MAX
 									   : (unsigned)cfg->http_server_name_limit;
-	for (size_t i = 0; i < ROUTE_CACHE; i++)
-		atomic_store(&route_cache[i], 0);
-	nl_route_configure(cfg->http_routes, (enum nl_route_unmatched)cfg->http_route_unmatched,
-			   (unsigned)cfg->http_route_cap, route_warning);
-	/* configure set the default limit on fresh tables: only another one
-	 * needs them made again. */
-	if ((unsigned)cfg->http_route_segment_limit != NL_ROUTE_SEGMENT_LIMIT_DEFAULT)
-		nl_route_set_segment_limit((unsigned)cfg->http_route_segment_limit);
+	/* The route tables are made by the first request (routes_prepare). */
+	if (atomic_exchange(&routes_state, ROUTES_NONE) != ROUTES_NONE)
+		for (size_t i = 0; i < ROUTE_CACHE; i++)
+			atomic_store(&route_cache[i], 0);
+	route_cfg = cfg;
 	/* Room for the series hooks create: every combination, three series each. */
 	nl_registry_reserve_static(CELLS * 3 + 4 * NL_HTTP_SERVER_NAMES_MAX + 2 * (NL_HTTP_METHODS_MAX + 1));
 	i_server = nl_inst(NL_I_HTTP_SERVER_DURATION);
@@ -654,8 +701,6 @@ void nl_httpmetrics_init(const struct nl_config *cfg)
 	overflow_cell[1].s[S_DURATION] = nl_instrument_overflow(i_client);
 	gym_on = cfg->gym_endpoints && cfg->http_server;
 	if (gym_on) {
-		route_rollout = nl_route_lookup(cfg->gym_rollout_route, strlen(cfg->gym_rollout_route), false);
-		route_verify = nl_route_lookup(cfg->gym_verify_route, strlen(cfg->gym_verify_route), false);
 		i_rollout = nl_inst(NL_I_GYM_ROLLOUT_MS);
 		i_verify = nl_inst(NL_I_GYM_VERIFY_MS);
 		i_success = nl_inst(NL_I_GYM_SUCCESS_RATE);
