@@ -135,7 +135,7 @@ static void atfork_prepare(void) { pthread_mutex_lock(&lock); }
 static void atfork_parent(void) { pthread_mutex_unlock(&lock); }
 static void atfork_child(void)
 {
-	pthread_mutex_init(&lock, NULL);
+	pthread_mutex_unlock(&lock);   /* taken by the prepare handler */
 	/* Record calls of threads that do not exist in the child never finish. */
 	for (struct nemolens_meter *m = meters; m; m = m->next)
 		atomic_store(&m->active, 0);

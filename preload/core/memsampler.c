@@ -929,7 +929,9 @@ void nl_memsampler_atfork_child(void)
 	/* A forked child has its parent's server name: it is part of the
 	 * parent's tree and samples nothing. The parent's buffers are left alone
 	 * (the sampler thread may have been using them at the fork). */
-	pthread_mutex_init(&servers_lock, NULL);
+	/* Only a sampler takes the lock: a process without one leaves it alone. */
+	if (active || self.s_servers)
+		pthread_mutex_init(&servers_lock, NULL);
 	active = false;
 	self.is_root = false;
 	self.is_outermost = false;

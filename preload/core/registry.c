@@ -401,7 +401,7 @@ void nl_registry_atfork_prepare(void) { pthread_mutex_lock(&create_lock); }
 void nl_registry_atfork_parent(void) { pthread_mutex_unlock(&create_lock); }
 void nl_registry_atfork_child(void)
 {
-	pthread_mutex_init(&create_lock, NULL);
+	pthread_mutex_unlock(&create_lock);   /* taken by the prepare handler */
 	/* The arena first: while it is still the parent's file, zeroing would
 	 * zero the parent's values; the child's first record does it then. */
 	if (nl_seg_atfork_child())

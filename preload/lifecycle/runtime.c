@@ -629,7 +629,10 @@ static void atfork_child(void)
 	nl_transport_fork_child();
 	nl_hooks_bypass = bypass;
 	nl_log_atfork_child();   /* another process of the tree: quiet by default */
-	pthread_mutex_init(&lock, NULL);
+	/* Taken by atfork_prepare in the thread that forked: released as in the
+	 * parent (an init would be a call the parent never made, whose lazy
+	 * binding every fork child would pay for). */
+	pthread_mutex_unlock(&lock);
 	pthread_condattr_t ca;
 	pthread_condattr_init(&ca);
 	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
