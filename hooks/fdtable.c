@@ -8,6 +8,9 @@
 
 _Atomic(struct nl_fd *) nl_fd_chunks[NL_FD_CHUNK_SLOTS];
 _Atomic unsigned nl_fd_watching;
+/* One past the highest chunk ever mapped: a fork child resets those only,
+ * without reading (and faulting in) the rest of the chunk table. */
+static _Atomic unsigned chunks_top;
 
 /* The first fd of a chunk's range: the chunk is mapped (out of line, so
  * that nl_fd_get's usual case needs no stack frame). */
@@ -19,6 +22,10 @@ static __attribute__((noinline)) struct nl_fd *map_chunk(int fd)
 	struct nl_fd *chunk = mmap(0, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 	if (chunk == MAP_FAILED)
 		return 0;
+	/* Raised before the chunk is installed: a fork child always sees it. */
+	unsigned top = atomic_load(&chunks_top), want = ((unsigned)fd >> NL_FD_CHUNK_BITS) + 1;
+	while (top < want && !atomic_compare_exchange_weak(&chunks_top, &top, want))
+		;
 	struct nl_fd *expected = 0;
 	_Atomic(struct nl_fd *) *slot = &nl_fd_chunks[(unsigned)fd >> NL_FD_CHUNK_BITS];
 	if (!atomic_compare_exchange_strong(slot, &expected, chunk)) {
@@ -139,7 +146,8 @@ void nl_fd_atfork_child(void)
 {
 	/* The parent's acquisitions and HTTP exchanges are the parent's. */
 	atomic_store(&nl_fd_watching, 0);
-	for (unsigned c = 0; c < NL_FD_CHUNKS; c++) {
+	unsigned top = atomic_load(&chunks_top);
+	for (unsigned c = 0; c < top && c < NL_FD_CHUNKS; c++) {
 		struct nl_fd *chunk = atomic_load(&nl_fd_chunks[c]);
 		if (!chunk)
 			continue;

@@ -42,6 +42,9 @@
 #include "state.h"
 
 static struct nl_config cfg;
+/* Destinations were configured by a load: another must clear them. With
+ * none configured, their tables are left untouched (no page faults). */
+static bool dest_configured;
 static struct nl_resource resource;
 static uint64_t start_unix_ns;          /* start time of every cumulative series */
 static char user_agent[64];
@@ -693,7 +696,9 @@ bool nl_runtime_load(void)
 		delivery_key = nl_seg_delivery_key(&cfg);
 		can_adopt = nl_seg_open(&cfg, nl_registry_capacity(cfg.cardinality_limit)) == 0;
 	}
-	nl_dest_configure(cfg.destinations);
+	if (cfg.destinations || dest_configured)
+		nl_dest_configure(cfg.destinations);
+	dest_configured = cfg.destinations != NULL;
 	nl_connmetrics_init();
 	nl_httpmetrics_init(&cfg);
 	nl_memsampler_init(&cfg);
