@@ -1,5 +1,6 @@
 #include "httpmetrics.h"
 
+#include <pthread.h>
 #include <sched.h>
 #include <signal.h>
 #include <stdatomic.h>
@@ -170,6 +171,14 @@ static void route_warning(const char *pattern, const char *why)
 	nl_warn_once("env.NEMOLENS_HTTP_ROUTES", "NEMOLENS_HTTP_ROUTES: %s: %s; skipped", pattern, why);
 }
 
+/* Another thread was making the tables at the fork: it does not exist in
+ * the child, which makes them anew at its first request. */
+static void routes_atfork_child(void)
+{
+	int making = ROUTES_MAKING;
+	atomic_compare_exchange_strong(&routes_state, &making, ROUTES_NONE);
+}
+
 static __attribute__((noinline)) void routes_prepare(void)
 {
 	NL_KEEP_ERRNO;
@@ -177,6 +186,11 @@ static __attribute__((noinline)) void routes_prepare(void)
 	sigfillset(&all);
 	pthread_sigmask(SIG_BLOCK, &all, &old);
 	int expected = ROUTES_NONE;
+	/* Once per process: a fork child of a thread making them finds them
+	 * half made, and makes them again (routes_atfork_child). */
+	static _Atomic bool atfork_registered;
+	if (atomic_load(&routes_state) == ROUTES_NONE && !atomic_exchange(&atfork_registered, true))
+		pthread_atfork(NULL, NULL, routes_atfork_child);
 	if (!atomic_compare_exchange_strong(&routes_state, &expected, ROUTES_MAKING)) {
 		pthread_sigmask(SIG_SETMASK, &old, NULL);
 		while (atomic_load(&routes_state) != ROUTES_READY)
