@@ -14,6 +14,9 @@
 
 static struct nl_instrument *connects;
 static struct nl_instrument *queue;
+/* Destination 0 (no name) apart from the named ones: a process with no
+ * NEMOLENS_DESTINATIONS never touches the tables' pages. */
+static struct nl_series *connect_other, *queue_other[2];
 static struct nl_series *connect_series[NL_DEST_SLOTS];
 static struct nl_series *queue_series[NL_DEST_SLOTS][2];   /* constraint unknown */
 /* The adapter's total and per_host series, made on first use: most
@@ -31,33 +34,46 @@ void nl_connmetrics_init(void)
 	for (int d = 0; d < NL_DEST_SLOTS; d++) {
 		if (d > nl_dest_count() && d != NL_DEST_OVERFLOW)
 			continue;
-		if (d == NL_DEST_OVERFLOW) {
-			connect_series[d] = nl_instrument_overflow(connects);
-			queue_series[d][0] = queue_series[d][1] = nl_instrument_overflow(queue);
-			continue;
-		}
+		if (d == NL_DEST_OVERFLOW)
+			continue;   /* the instruments' own, taken at use: the tables' last page stays untouched */
 		struct nl_attr a = NL_ATTR_S(ATTR_DEST, nl_dest_name(d));
-		connect_series[d] = nl_series_get(connects, &a, 1);
+		*(d ? &connect_series[d] : &connect_other) = nl_series_get(connects, &a, 1);
 		for (int o = 0; o < 2; o++) {
 			struct nl_attr qa[3] = { a, NL_ATTR_S(ATTR_OUTCOME, outcomes[o]),
 						 NL_ATTR_S(ATTR_CONSTRAINT, "unknown") };
-			queue_series[d][o] = nl_series_get(queue, qa, 3);
+			*(d ? &queue_series[d][o] : &queue_other[o]) = nl_series_get(queue, qa, 3);
 		}
 	}
 }
 
 void nl_conn_attempt(int dest)
 {
-	if (dest >= 0 && dest < NL_DEST_SLOTS && connect_series[dest])
-		nl_counter_add(connect_series[dest], 1);
+	if (dest < 0 || dest >= NL_DEST_SLOTS || !connects)
+		return;
+	struct nl_series *s = dest == 0		       ? connect_other
+			      : dest == NL_DEST_OVERFLOW ? nl_instrument_overflow(connects)
+							 : connect_series[dest];
+	if (s)
+		nl_counter_add(s, 1);
+}
+
+/* The series of an acquisition with no constraint known. */
+static struct nl_series *queue_series_of(int dest, enum nl_queue_outcome outcome)
+{
+	return dest == 0		  ? queue_other[outcome]
+	       : dest == NL_DEST_OVERFLOW ? nl_instrument_overflow(queue)
+					  : queue_series[dest][outcome];
 }
 
 void nl_conn_wait(int dest, enum nl_queue_outcome outcome, uint64_t wait_ns)
 {
 	if (atomic_load_explicit(&pool_adapter, memory_order_relaxed))
 		return;
-	if (dest >= 0 && dest < NL_DEST_SLOTS && queue_series[dest][outcome])
-		nl_hist_record(queue, queue_series[dest][outcome], (double)wait_ns / 1e6);
+	if (dest < 0 || dest >= NL_DEST_SLOTS || !queue)
+		return;
+	struct nl_series *s = queue_series_of(dest, outcome);
+	if (s)
+		nl_hist_record(queue, s, (double)wait_ns / 1e6);
 }
 
 void nl_conn_pool_adapter_on(void) { atomic_store(&pool_adapter, true); }
@@ -66,7 +82,7 @@ static struct nl_series *pool_series_for(int dest, enum nl_queue_outcome outcome
 					 enum nl_queue_constraint constraint)
 {
 	if (constraint == NL_QUEUE_UNKNOWN || dest == NL_DEST_OVERFLOW)
-		return queue_series[dest][outcome];
+		return queue_series_of(dest, outcome);
 	struct nl_series *_Atomic *slot = &pool_series[dest][outcome][constraint - 1];
 	struct nl_series *s = atomic_load_explicit(slot, memory_order_acquire);
 	if (!s) {
