@@ -223,11 +223,18 @@ static char *env_dup(const struct env *e, const char *name)
 /* The METRICS_ specific variable wins over the generic one. */
 static const char *env_otlp(const struct env *e, const char *suffix, const char **which)
 {
+	/* Joined by hand, not by snprintf: every process reads these at load. */
 	static __thread char name[80];
-	snprintf(name, sizeof name, "OTEL_EXPORTER_OTLP_METRICS_%s", suffix);
+	static const char metrics[] = "OTEL_EXPORTER_OTLP_METRICS_", any[] = "OTEL_EXPORTER_OTLP_";
+	size_t n = strnlen(suffix, sizeof name - sizeof metrics);
+	memcpy(name, metrics, sizeof metrics - 1);
+	memcpy(name + sizeof metrics - 1, suffix, n);
+	name[sizeof metrics - 1 + n] = 0;
 	const char *v = env_get(e, name);
 	if (!v) {
-		snprintf(name, sizeof name, "OTEL_EXPORTER_OTLP_%s", suffix);
+		memcpy(name, any, sizeof any - 1);
+		memcpy(name + sizeof any - 1, suffix, n);
+		name[sizeof any - 1 + n] = 0;
 		v = env_get(e, name);
 	}
 	if (which)

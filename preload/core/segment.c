@@ -448,12 +448,20 @@ int nl_seg_open(const struct nl_config *cfg, size_t capacity)
 	size_t len = seg_name(name, own_key, (uint64_t)self_pid);
 	const char *xdg = cfg->runtime_dir;
 	bool there = false;
-	if (xdg && xdg[0] == '/' && strlen(xdg) + len + 12 < sizeof path) {
-		snprintf(path, sizeof path, "%s/nemolens/%s", xdg, name);
+	/* Joined by hand, not by snprintf: every process does this at load,
+	 * and printf's pages would cost it page faults. */
+	size_t n;
+	if (xdg && xdg[0] == '/' && (n = strlen(xdg)) + len + 12 < sizeof path) {
+		memcpy(path, xdg, n);
+		memcpy(path + n, "/nemolens/", 10);
+		memcpy(path + n + 10, name, len + 1);
 		there = faccessat(AT_FDCWD, path, F_OK, AT_SYMLINK_NOFOLLOW) == 0;
 	}
 	if (!there) {
-		snprintf(path, sizeof path, "/dev/shm/nemolens-%u/%s", (unsigned)euid(), name);
+		memcpy(path, "/dev/shm/nemolens-", 18);
+		n = 18 + put_dec(path + 18, euid());
+		path[n++] = '/';
+		memcpy(path + n, name, len + 1);
 		there = faccessat(AT_FDCWD, path, F_OK, AT_SYMLINK_NOFOLLOW) == 0;
 	}
 	int dfd = there ? open_dir() : -1;

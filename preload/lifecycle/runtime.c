@@ -47,7 +47,7 @@ static struct nl_config cfg;
 static bool dest_configured;
 static struct nl_resource resource;
 static uint64_t start_unix_ns;          /* start time of every cumulative series */
-static char user_agent[64];
+static const char user_agent[] = "nemolens-preload/" NL_VERSION;
 
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t wake;
@@ -668,9 +668,13 @@ static void mark_tree(void)
 	const char *outer = getenv(NL_ENV_OUTERMOST);
 	if (outer && *outer)
 		return;
-	char pid[24];
-	snprintf(pid, sizeof pid, "%d", (int)getpid());
-	setenv(NL_ENV_OUTERMOST, pid, 1);
+	/* Digits by hand: the only formatting a process that never records
+	 * would do at load, and it would fault in printf's pages for them. */
+	char pid[24], *p = pid + sizeof pid;
+	*--p = 0;
+	for (unsigned v = (unsigned)getpid(); p == pid + sizeof pid - 1 || v; v /= 10)
+		*--p = (char)('0' + v % 10);
+	setenv(NL_ENV_OUTERMOST, p, 1);
 }
 
 bool nl_runtime_load(void)
@@ -682,7 +686,6 @@ bool nl_runtime_load(void)
 		return false;
 	exit_quick = !getenv("NEMOLENS_EXIT_TIMEOUT_MS");
 	start_unix_ns = nl_realtime_ns();
-	snprintf(user_agent, sizeof user_agent, "nemolens-preload/%s", NL_VERSION);
 	pthread_condattr_t ca;
 	pthread_condattr_init(&ca);
 	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
