@@ -5,7 +5,9 @@
  * reads) and the response stream. The parser never buffers a message: it
  * keeps a small state per direction and copies only what its events report
  * (the method, the request target up to NL_H1_TARGET_MAX bytes, the Host
- * value up to NL_H1_HOST_MAX bytes).
+ * value up to NL_H1_HOST_MAX bytes), and the method and target only when the
+ * call that completes them does not hold them whole: an event's pointers are
+ * good during the sink's call only.
  *
  * It knows nothing of sockets, clocks or metrics and calls nothing but the
  * sink and <string.h>, so it is tested and fuzzed on its own. Any split of the
