@@ -2,6 +2,8 @@
 
 #include <dlfcn.h>
 #include <pthread.h>
+#include <stdint.h>
+#include <stddef.h>
 
 #include "log.h"
 
@@ -10,8 +12,27 @@ struct nl_curl_api nl_curl;
 static pthread_once_t once = PTHREAD_ONCE_INIT;
 static int load_rc = -1;
 
+/* OpenSSL frees its locks in an atexit handler. An export thread that would
+ * not stop at exit (a TLS handshake with a collector that does not answer)
+ * may still hold one of them then. Asked before its first use, OpenSSL
+ * registers no such handler; if the program initialised it already, this
+ * changes nothing. The value is OPENSSL_INIT_NO_ATEXIT of <openssl/crypto.h>. */
+#define NL_OPENSSL_INIT_NO_ATEXIT 0x00080000L
+
+static void openssl_no_atexit(void)
+{
+	void *h = dlopen("libcrypto.so.3", RTLD_NOW | RTLD_LOCAL);
+	if (!h)
+		return;
+	int (*init)(uint64_t, const void *);
+	*(void **)&init = dlsym(h, "OPENSSL_init_crypto");
+	if (init)
+		init(NL_OPENSSL_INIT_NO_ATEXIT, NULL);
+}
+
 static void load(void)
 {
+	openssl_no_atexit();
 	/* RTLD_LOCAL: libcurl's symbols stay out of the global scope, so the
 	 * program's own libcurl (if any) resolves exactly as it would without us. */
 	void *h = dlopen("libcurl.so.4", RTLD_NOW | RTLD_LOCAL);
