@@ -284,8 +284,6 @@ static void on_event(void *ctx, const struct nl_h1_event *ev)
 		request_line(f, ev);
 		break;
 	case NL_H1_REQ_HEAD:
-		if (ev->folded & NL_H1_FOLD_LINE)
-			request_line(f, ev);
 		if (c->side == NL_HTTP_SERVER)
 			server_head(c, ev->slot % NL_H1_PIPELINE, ev->host, ev->host_len);
 		else if (ev->host)

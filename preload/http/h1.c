@@ -110,10 +110,6 @@ struct run {
 	bool wide;              /* this call has 16 bytes or more */
 	bool wide32;            /* 32 or more */
 	bool req;
-	/* Request stream: where the quick path keeps a REQ_LINE it holds back
-	 * to fold into REQ_HEAD; *pend is reported at once on any other way out
-	 * (fail included). NULL: nothing is held back. */
-	struct nl_h1_event **pend;
 };
 
 /* ---- bytes ------------------------------------------------------------------------ */
@@ -310,35 +306,11 @@ static void emit_simple(const struct run *r, enum nl_h1_event_type type, unsigne
 	emit(r, &ev);
 }
 
-/* Reports the REQ_LINE the quick path held back, if any, and hands the
- * request to the response stream, as request_line_done would have. */
-NOINLINE static void line_flush_held(const struct run *r)
-{
-	struct nl_h1 *h = r->h;
-	struct nl_h1_event *ev = *r->pend;
-	*r->pend = NULL;
-	emit(r, ev);
-	uint8_t tail = atomic_load_explicit(&h->ring_tail, memory_order_relaxed);
-	atomic_store_explicit(&h->ring_tail, (uint8_t)(tail + 1), memory_order_release);
-	ev->method = ev->target = NULL;
-	ev->method_len = ev->target_len = 0;
-	ev->target_truncated = false;
-	ev->version_minor = 0;
-	ev->folded = 0;
-}
-
-static inline void line_flush(const struct run *r)
-{
-	if (r->pend && *r->pend)
-		line_flush_held(r);
-}
-
 /* Stops the connection with one NOT_HTTP (while this direction has not yet
  * shown a valid start line) or ERROR; whichever direction gets there first
- * reports it, after a REQ_LINE held back. */
+ * reports it. */
 NOINLINE static bool fail(const struct run *r)
 {
-	line_flush(r);
 	enum nl_h1_event_type type = r->s->flags & F_HTTP ? NL_H1_ERROR : NL_H1_NOT_HTTP;
 	if (!atomic_exchange_explicit(&r->h->stopped, 1, memory_order_relaxed)) {
 		struct nl_h1_event ev = { .type = type };
@@ -1330,16 +1302,10 @@ static const uint8_t *parse_fields(const struct run *r, const uint8_t *p, const 
  * follows; a body to come, or Transfer-Encoding, the general way. */
 static QUICK const uint8_t *request_end(const struct run *r, const uint8_t *p, struct nl_h1_event *ev)
 {
-	struct nl_h1 *h = r->h;
 	struct nl_h1_half *s = r->s;
-	if (__builtin_expect(s->flags & F_TE, 0)) {
-		line_flush(r);
+	if (__builtin_expect(s->flags & F_TE, 0))
 		return section_done(r) ? p + 2 : NULL;
-	}
-	/* REQ_LINE held back (BEGIN folded in already) goes with the head. */
-	*r->pend = NULL;
 	ev->type = NL_H1_REQ_HEAD;
-	ev->folded |= NL_H1_FOLD_LINE;
 	if (s->flags & F_HOST) {
 		ev->host = r->h->buf;
 		ev->host_len = s->len;
@@ -1348,14 +1314,10 @@ static QUICK const uint8_t *request_end(const struct run *r, const uint8_t *p, s
 	if (s->remaining) {
 		s->state = S_BODY;
 	} else {
-		ev->folded |= NL_H1_FOLD_END;
+		ev->folded = NL_H1_FOLD_END;
 		s->state = S_IDLE;
 	}
 	emit(r, ev);
-	/* After the sink: what it did for the slot happens before the response
-	 * stream sees the request. */
-	uint8_t tail = atomic_load_explicit(&h->ring_tail, memory_order_relaxed);
-	atomic_store_explicit(&h->ring_tail, (uint8_t)(tail + 1), memory_order_release);
 	return p + 2;
 }
 
@@ -1421,33 +1383,47 @@ static QUICK const uint8_t *request_quick(const struct run *r, const uint8_t *p,
 	unsigned eol = q[9] == '\n' ? 1 : q[9] == '\r' && q[10] == '\n' ? 2 : 0;
 	if (minor < 0 || !eol)
 		return method_slow(r, p, e);
+	char *buf = h->buf;
+	_mm_storeu_si128((__m128i *)(void *)buf, v);   /* the method, and bytes that do no harm */
 	bool trunc = n > NL_H1_TARGET_MAX;
 	if (trunc)
 		n = NL_H1_TARGET_MAX;
+	/* Copies of a fixed size are inline; the bytes past n do no harm. */
+	if (n <= 16)
+		_mm_storeu_si128((__m128i *)(void *)(buf + m), vt);
+	else if (n <= 32 && e - t >= 32)
+		memcpy(buf + m, t, 32);
+	else if (e - t >= NL_H1_TARGET_MAX)
+		memcpy(buf + m, t, NL_H1_TARGET_MAX);
+	else
+		memcpy(buf + m, t, n);
 	s->flags = (uint16_t)(F_HTTP | (unsigned)minor * F_MINOR1 | (trunc ? F_TRUNC : 0));
 	uint8_t kind = K_OTHER;
 	if (m == 4 && load32(p) == load32("HEAD"))
 		kind = K_HEAD;
 	else if (m == 7 && load32(p) == load32("CONN") && load32(p + 3) == load32("NECT"))
 		kind = K_CONNECT;
-	/* REQ_LINE, held back: its method and target point into this call's
-	 * bytes, which the head's end reports in the same call; any other way
-	 * out reports it first (line_flush). */
 	struct nl_h1_event ev;
 	ev_clear(&ev);
 	ev.slot = slot;
 	ev.type = NL_H1_REQ_LINE;
 	ev.folded = NL_H1_FOLD_BEGIN;
-	ev.method = (const char *)p;
+	ev.method = buf;
 	ev.method_len = m;
-	ev.target = (const char *)t;
+	ev.target = buf + m;
 	ev.target_len = n;
 	ev.target_truncated = trunc;
 	ev.version_minor = (unsigned)minor;
+	emit(r, &ev);
 	h->ring_kind[slot] = kind;
+	atomic_store_explicit(&h->ring_tail, (uint8_t)(tail + 1), memory_order_release);
 	s->n_headers = 0;
 	s->state = S_FIELD;
-	*r->pend = &ev;
+	ev.method = ev.target = NULL;
+	ev.method_len = ev.target_len = 0;
+	ev.target_truncated = false;
+	ev.version_minor = 0;
+	ev.folded = 0;
 	/* The field lines, and the end of the head. */
 	unsigned fields = 0;
 	p = quick_fields(r, q + 9 + eol, e, &fields, name_lens[0]);
@@ -1458,7 +1434,6 @@ static QUICK const uint8_t *request_quick(const struct run *r, const uint8_t *p,
 	s->n_headers = (uint16_t)fields;
 	if (e - p >= 2 && p[0] == '\r' && p[1] == '\n')
 		return request_end(r, p, &ev);
-	line_flush(r);
 	return parse_fields(r, p, e);
 }
 
@@ -1775,8 +1750,7 @@ void nl_h1_init(struct nl_h1 *h)
  * way, then the rest through the states. */
 NOINLINE static bool feed_request(struct nl_h1 *h, const uint8_t *p, const uint8_t *e, nl_h1_sink sink, void *ctx)
 {
-	struct nl_h1_event *pend = NULL;
-	struct run r = { h, &h->req, sink, ctx, e, true, true, true, &pend };
+	struct run r = { h, &h->req, sink, ctx, e, true, true, true };
 	p = request_quick(&r, p, e);
 	if (!p || (p != e && !parse(&r, p, e)))
 		return false;
@@ -1785,7 +1759,7 @@ NOINLINE static bool feed_request(struct nl_h1 *h, const uint8_t *p, const uint8
 
 NOINLINE static bool feed_response(struct nl_h1 *h, const uint8_t *p, const uint8_t *e, nl_h1_sink sink, void *ctx)
 {
-	struct run r = { h, &h->resp, sink, ctx, e, true, true, false, NULL };
+	struct run r = { h, &h->resp, sink, ctx, e, true, true, false };
 	p = response_quick(&r, p, e);
 	if (!p || (p != e && !parse(&r, p, e)))
 		return false;
@@ -1798,8 +1772,7 @@ NOINLINE static bool feed_response(struct nl_h1 *h, const uint8_t *p, const uint
 NOINLINE static bool feed_states(struct nl_h1 *h, struct nl_h1_half *s, const uint8_t *p, size_t n, nl_h1_sink sink,
 				 void *ctx, bool req)
 {
-	struct nl_h1_event *pend = NULL;
-	struct run r = { h, s, sink, ctx, p + n, n >= 16, n >= 32, req, req ? &pend : NULL };
+	struct run r = { h, s, sink, ctx, p + n, n >= 16, n >= 32, req };
 	return parse(&r, p, p + n) && !atomic_load_explicit(&h->stopped, memory_order_relaxed);
 }
 
@@ -1835,7 +1808,7 @@ void nl_h1_close(struct nl_h1 *h, nl_h1_sink sink, void *ctx)
 {
 	if (atomic_load_explicit(&h->stopped, memory_order_relaxed))
 		return;
-	struct run r = { h, &h->resp, sink, ctx, NULL, false, false, false, NULL };
+	struct run r = { h, &h->resp, sink, ctx, NULL, false, false, false };
 	if (h->resp.state == S_CLOSE_BODY)
 		message_end(&r);
 	uint8_t head = atomic_load_explicit(&h->ring_head, memory_order_relaxed);
@@ -1851,7 +1824,7 @@ bool nl_h1_feed_opaque(struct nl_h1 *h, enum nl_h1_dir dir, size_t n, nl_h1_sink
 	if (atomic_load_explicit(&h->stopped, memory_order_relaxed))
 		return false;
 	bool req = dir == NL_H1_REQUEST;
-	struct run r = { h, req ? &h->req : &h->resp, sink, ctx, NULL, false, false, req, NULL };
+	struct run r = { h, req ? &h->req : &h->resp, sink, ctx, NULL, false, false, req };
 	struct nl_h1_half *s = r.s;
 	if (!n)
 		return true;

@@ -21,9 +21,6 @@
  * - NL_H1_FOLD_BEGIN on REQ_LINE: REQ_BEGIN came just before, in this call
  *   (the whole request line came in the call of its first byte; a split may
  *   report REQ_BEGIN on its own instead);
- * - NL_H1_FOLD_LINE on REQ_HEAD: REQ_LINE (method, target, version_minor
- *   in this event) came just before, in this call (the whole head came in
- *   the call of its first byte; then REQ_BEGIN is folded in as well);
  * - NL_H1_FOLD_END on REQ_HEAD: the request has no body, and REQ_END
  *   (body_size 0) follows at once; this one never depends on the split;
  * - NL_H1_FOLD_HEAD on RESP_END: RESP_HEAD (this status and version_minor)
@@ -91,10 +88,9 @@ struct nl_h1_event {
 };
 
 enum {
-	NL_H1_FOLD_BEGIN = 1,   /* REQ_LINE, or REQ_HEAD folding it: REQ_BEGIN just before */
+	NL_H1_FOLD_BEGIN = 1,   /* REQ_LINE: REQ_BEGIN just before it */
 	NL_H1_FOLD_END = 2,     /* REQ_HEAD: REQ_END, body_size 0, just after it */
 	NL_H1_FOLD_HEAD = 4,    /* RESP_END: RESP_HEAD just before it */
-	NL_H1_FOLD_LINE = 8,    /* REQ_HEAD: REQ_LINE just before it */
 };
 
 typedef void (*nl_h1_sink)(void *ctx, const struct nl_h1_event *ev);

@@ -54,8 +54,6 @@ static void sink(void *ctx, const struct nl_h1_event *ev)
 	/* Folded events count as the ones they stand for. */
 	if (ev->folded & NL_H1_FOLD_BEGIN)
 		events[NL_H1_REQ_BEGIN]++;
-	if (ev->folded & NL_H1_FOLD_LINE)
-		events[NL_H1_REQ_LINE]++;
 	if (ev->folded & NL_H1_FOLD_END)
 		events[NL_H1_REQ_END]++;
 	if (ev->folded & NL_H1_FOLD_HEAD)

@@ -127,7 +127,7 @@ static void sink(void *ctx, const struct nl_h1_event *ev)
 {
 	struct check *c = ctx;
 	unsigned may = ev->type == NL_H1_REQ_LINE ? NL_H1_FOLD_BEGIN
-		       : ev->type == NL_H1_REQ_HEAD ? NL_H1_FOLD_BEGIN | NL_H1_FOLD_LINE | NL_H1_FOLD_END
+		       : ev->type == NL_H1_REQ_HEAD ? NL_H1_FOLD_END
 		       : ev->type == NL_H1_RESP_END ? NL_H1_FOLD_HEAD
 						     : 0;
 	need(!(ev->folded & ~may));
@@ -136,14 +136,6 @@ static void sink(void *ctx, const struct nl_h1_event *ev)
 	if (ev->folded & NL_H1_FOLD_BEGIN) {
 		struct nl_h1_event b = { .type = NL_H1_REQ_BEGIN, .slot = ev->slot };
 		one_event(c, &b);
-	}
-	if (ev->folded & NL_H1_FOLD_LINE) {
-		struct nl_h1_event l = {
-			.type = NL_H1_REQ_LINE, .slot = ev->slot, .method = ev->method, .method_len = ev->method_len,
-			.target = ev->target, .target_len = ev->target_len, .target_truncated = ev->target_truncated,
-			.version_minor = ev->version_minor,
-		};
-		one_event(c, &l);
 	}
 	if (ev->folded & NL_H1_FOLD_HEAD) {
 		struct nl_h1_event h = {
