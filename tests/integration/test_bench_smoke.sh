@@ -66,6 +66,8 @@ rows=(
 	"CPU per request: nginx keep-alive (worker)"
 	"CPU per request: nginx connection per request (worker)"
 	"CPU per request: nginx keep-alive, control: no shim either side"
+	"instr/request: nginx keep-alive, worker thread (callgrind)"
+	"instr/request: nginx connection per request, worker thread (callgrind)"
 	"CPU per request: uvicorn/FastAPI server (GET /v1/work)"
 	"CPU per request: node http server"
 	"node http server (b) under the shim: throughput"
