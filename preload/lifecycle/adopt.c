@@ -60,11 +60,17 @@ static bool append(struct body *b, const uint8_t *p, size_t n)
 /* Sends the batch's body; every segment in it is delivered or none. */
 static bool send_batch(const struct nl_adopter *a, struct body *b, uint64_t deadline_ns)
 {
+	/* The quick wait counts from here: the first transport loads the
+	 * export libraries, tens of milliseconds a short process's exit
+	 * would otherwise pay on top of it. */
+	uint64_t t0 = a->quick_ms ? nl_monotonic_ns() : 0;
 	struct nl_transport *t = a->transport ? a->transport(a->arg) : NULL;
 	if (!t)
 		return false;
-	if (a->quick_ms)
-		nl_transport_set_wait(t, (long)a->quick_ms);
+	if (a->quick_ms) {
+		uint64_t spent_ms = (nl_monotonic_ns() - t0) / 1000000u;
+		nl_transport_set_wait(t, spent_ms + 1 < a->quick_ms ? (long)(a->quick_ms - spent_ms) : 1);
+	}
 	/* A failure here loses nothing: the segments stay for the next try. */
 	nl_transport_set_final(t, false, false);
 	enum nl_send_result r = nl_transport_send(t, b->buf, b->len, deadline_ns, 0, a->abort);

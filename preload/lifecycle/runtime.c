@@ -149,6 +149,7 @@ static void register_exit_flush(void)
  * applied to the transport when one is needed, so that an exit with nothing
  * to send never loads the export libraries just to set it. */
 static _Atomic long exit_wait_ms;
+static uint64_t exit_wait_from_ns;   /* the quick wait counts from the flush's start */
 
 static struct nl_transport *ensure_transport(struct nl_transport **tp)
 {
@@ -162,8 +163,11 @@ static struct nl_transport *ensure_transport(struct nl_transport **tp)
 			register_exit_flush();
 	}
 	long wait = atomic_load(&exit_wait_ms);
-	if (*tp && wait)
-		nl_transport_set_wait(*tp, wait);
+	if (*tp && wait) {
+		/* Loading the export libraries above came out of the wait. */
+		long spent = (long)((nl_monotonic_ns() - exit_wait_from_ns) / 1000000u);
+		nl_transport_set_wait(*tp, spent + 1 < wait ? wait - spent : 1);
+	}
 	return *tp;
 }
 
@@ -478,6 +482,7 @@ static bool exit_quick;
 static void export_quietly(struct nl_transport **tp, uint64_t deadline)
 {
 	if (exit_quick && cfg.exporter == NL_EXPORTER_OTLP && nl_seg_keepable()) {
+		exit_wait_from_ns = nl_monotonic_ns();
 		atomic_store(&exit_wait_ms, EXIT_QUICK_MS);
 		if (*tp)
 			nl_transport_set_wait(*tp, EXIT_QUICK_MS);
