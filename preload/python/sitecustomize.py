@@ -43,17 +43,24 @@ def _load():
         if adapter is None:
             spec = sys.modules["_frozen_importlib_external"].PathFinder.find_spec("nemolens_adapter", [_here])
             sys.path_importer_cache.pop(_here, None)
-            adapter = sys.modules["_frozen_importlib"].module_from_spec(spec)
-            sys.modules["nemolens_adapter"] = adapter
-            try:
-                spec.loader.exec_module(adapter)
-            except BaseException:
-                sys.modules.pop("nemolens_adapter", None)
-                raise
+            adapter = _exec_spec(sys, "nemolens_adapter", spec)
     except Exception:
         adapter = False   # the program runs without the adapter
     _adapter = adapter
     return adapter
+
+
+def _exec_spec(sys, name, spec):
+    """Runs the module of spec as sys.modules[name], as an import would:
+    a module whose code fails is not left behind."""
+    module = sys.modules["_frozen_importlib"].module_from_spec(spec)
+    sys.modules[name] = module
+    try:
+        spec.loader.exec_module(module)
+    except BaseException:
+        sys.modules.pop(name, None)
+        raise
+    return module
 
 
 def _nemolens_start():
@@ -73,7 +80,6 @@ def _nemolens_start():
             os.environ.pop("PYTHONPATH", None)
     # The import system's own classes, as they are: importing
     # importlib.machinery would cost every interpreter a millisecond.
-    bootstrap = sys.modules["_frozen_importlib"]
     finder = sys.modules["_frozen_importlib_external"].PathFinder
     v = os.environ.get("NEMOLENS_PYTHON", "").strip().lower()
     # A target imported before site ran was not imported by the program:
@@ -91,14 +97,7 @@ def _nemolens_start():
     spec = finder.find_spec("sitecustomize", sys.path)
     if spec is None or spec.loader is None:
         return None
-    module = bootstrap.module_from_spec(spec)
-    sys.modules["sitecustomize"] = module
-    try:
-        spec.loader.exec_module(module)
-    except BaseException:
-        sys.modules.pop("sitecustomize", None)
-        raise
-    return module
+    return _exec_spec(sys, "sitecustomize", spec)
 
 
 if _nemolens_start() is None:
