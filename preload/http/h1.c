@@ -183,21 +183,8 @@ static inline __m128i run16(const struct run *r, const uint8_t *q, unsigned *shi
 }
 
 /* The index of the lowest set bit of x, not 0, as a size_t for addresses:
- * one instruction, where __builtin_ctzll's int may cost a sign extension
- * and a register clear besides. */
-static inline size_t low_bit(uint64_t x)
-{
-#if defined(__x86_64__) && !defined(__clang__)
-	uint64_t i;
-	__asm__("bsfq %1, %0" : "=r"(i) : "rm"(x) : "cc");
-	return (size_t)i;
-#else
-	return (size_t)__builtin_ctzll(x);
-#endif
-}
-
-/* The same for a 32-bit mask: bsfl writes all 64 bits of its register, so
- * no zero extension is needed on the way to an address. */
+ * one instruction, where __builtin_ctz's int may cost a sign extension and
+ * a register clear besides (bsfl writes all 64 bits of its register). */
 static inline size_t low_bit32(uint32_t x)
 {
 #if defined(__x86_64__) && !defined(__clang__)
@@ -1085,29 +1072,6 @@ static inline const uint8_t *line_end(const uint8_t *q, const uint8_t *e)
 	return NULL;
 }
 
-/* The number of the decimal digits that begin the 8 bytes w (from the lowest
- * byte), up to 7 of them, and in *k how many there are (8: all, none read). */
-static QUICK uint64_t digits8(uint64_t w, unsigned *k)
-{
-	const uint64_t hi = 0xf0f0f0f0f0f0f0f0ull, zeros = 0x3030303030303030ull;
-	/* Nonzero bytes where w has no digit; the first of them is exact (what
-	 * carries or borrows spoil lies above it). */
-	uint64_t x = ((w & hi) ^ zeros) | (((w + 0x0606060606060606ull) & hi) ^ zeros);
-	if (!x) {
-		*k = 8;
-		return 0;
-	}
-	unsigned n = (unsigned)low_bit(x) >> 3;
-	*k = n;
-	if (!n)
-		return 0;
-	/* The digits, with leading zeros to 8, most significant in the lowest byte. */
-	uint64_t d = (w - zeros) << (64 - 8 * n);
-	d = (d * 2561) >> 8 & 0x00ff00ff00ff00ffull;
-	d = (d * 6553601) >> 16 & 0x0000ffff0000ffffull;
-	return (d * 42949672960001ull) >> 32;
-}
-
 /* A whole field line whose name, of n bytes (a length of a name that
  * matters), may matter: ':' at p + n, '\n' at nl. Content-Length and Host in
  * their usual forms at once, anything else by field_line; false: malformed. */
@@ -1119,18 +1083,13 @@ static QUICK bool quick_value(const struct run *r, const uint8_t *p, unsigned n,
 	if (n == 14) {
 		if (match_name(p, 14) != FLD_CL)
 			return true;
-		uint64_t v;
-		unsigned k;
-		if (r->end - a >= 8) {
-			v = digits8(load64(a), &k);
-		} else {
-			/* *nl is '\n', no digit. */
-			v = 0;
-			for (k = 0; (unsigned)(a[k] - '0') < 10 && k < 8; k++)
-				v = v * 10 + (unsigned)(a[k] - '0');
-		}
-		const uint8_t *q = a + k;
-		if (k && k < 8 && (q == nl || (q + 1 == nl && *q == '\r'))) {
+		/* Digits up to the line end (*nl is '\n', no digit); more than 19
+		 * may have wrapped: those go byte by byte. */
+		uint64_t v = 0;
+		const uint8_t *q = a;
+		for (uint64_t d; (d = (uint64_t)*q - '0') < 10; q++)
+			v = v * 10 + d;
+		if ((size_t)(q - a) - 1 < 19 && q + (*q == '\r') == nl) {
 			if ((s->flags & F_CL) && s->remaining != v)
 				return false;
 			s->flags |= F_CL;
@@ -1150,7 +1109,7 @@ static QUICK bool quick_value(const struct run *r, const uint8_t *p, unsigned n,
 			if (!m)
 				m = ctl_mask(v1) << 16;
 			const uint8_t *c = a + low_bit32(m | 1u << 31);
-			if (m && (c == nl || (c + 1 == nl && *c == '\r'))) {
+			if (m && c + (*c == '\r') == nl) {
 				/* Bytes of no harm past the value. */
 				_mm_storeu_si128((__m128i *)(void *)r->h->buf, v0);
 				_mm_storeu_si128((__m128i *)(void *)(r->h->buf + 16), v1);
@@ -1163,27 +1122,39 @@ static QUICK bool quick_value(const struct run *r, const uint8_t *p, unsigned n,
 	return field_line(r, p, p + n, nl, n);
 }
 
+/* The name lengths that matter, as bits, by section (request header, response
+ * header, trailer), for quick_fields: a line whose ':' is at one of them is
+ * looked into. Bit 0 stands for an empty name, malformed. */
+#define LEN_BIT(n) (1u << (n))
+static const uint32_t name_len_bits[3] = {
+	LEN_BIT(0) | LEN_BIT(4) | LEN_BIT(14) | LEN_BIT(17),
+	LEN_BIT(0) | LEN_BIT(14) | LEN_BIT(17),
+	LEN_BIT(0),
+};
+
 /* Whole field lines whose ':' is in their first 32 bytes, for a call of 32
  * bytes or more: each line's '\n' and ':' from 16-byte loads at its start
- * (the last 32 bytes of the call near its end). Stops at the first line it
- * does not take, for the general code (fields: lines taken so far); NULL
- * after a fail. */
+ * (the last 32 bytes of the call near its end). A line is only looked into
+ * when its name has the length of one that matters (lens: name_len_bits);
+ * the others get the one check of their ':'. Stops at the first line it
+ * does not take (a first byte <= SP among them: the head's end), for the
+ * general code (fields: lines taken so far); NULL after a fail. */
 static QUICK const uint8_t *quick_fields(const struct run *r, const uint8_t *p, const uint8_t *e, unsigned *fields,
-					 const uint8_t *lens)
+					 uint32_t lens)
 {
 	const __m128i NL = _mm_set1_epi8('\n'), CO = _mm_set1_epi8(':');
 	const uint8_t *e32 = e - 32;
 	unsigned nf = *fields;
 	while (p < e) {
-		unsigned want = lens[*p], mn, mc;
-		if (want & L_SPECIAL)
+		unsigned mn, mc;
+		if (*p <= ' ')
 			break;
 		if (__builtin_expect(p <= e32, 1)) {
 			__m128i v0 = _mm_loadu_si128((const __m128i *)(const void *)p);
 			__m128i v1 = _mm_loadu_si128((const __m128i *)(const void *)(p + 16));
+			mc = (unsigned)_mm_movemask_epi8(_mm_cmpeq_epi8(CO, v0));
 			mn = (unsigned)_mm_movemask_epi8(_mm_cmpeq_epi8(v0, NL)) |
 			     (unsigned)_mm_movemask_epi8(_mm_cmpeq_epi8(v1, NL)) << 16;
-			mc = (unsigned)_mm_movemask_epi8(_mm_cmpeq_epi8(v0, CO));
 		} else {
 			unsigned sh = (unsigned)(p - e32);
 			__m128i v0 = _mm_loadu_si128((const __m128i *)(const void *)e32);
@@ -1203,35 +1174,39 @@ static QUICK const uint8_t *quick_fields(const struct run *r, const uint8_t *p, 
 				break;
 		}
 		size_t ci = low_bit32(mc);
-		/* *p is no ':', so ci > 0. */
-		if (__builtin_expect(*(p + ci - 1) <= ' ', 0))
-			return fail(r), NULL;
 		const uint8_t *nl;
 		if (__builtin_expect(!mn, 0)) {
 			if (p > e32)
 				break;          /* a partial line */
-			/* Longer than 32 bytes: 16 more (the last 16 of the call near its
-			 * end), then a loop. */
+			/* Longer than 32 bytes: 16 more, then a loop. */
 			const uint8_t *q = p + 32;
-			if (q == e)
-				break;
-			const uint8_t *at = e - q >= 16 ? q : e - 16;
-			unsigned m = eq_mask(_mm_loadu_si128((const __m128i *)(const void *)at), '\n') >> (q - at);
-			if (m) {
-				nl = q + low_bit32(m);
+			if (__builtin_expect(e - q >= 16, 1)) {
+				unsigned m = eq_mask(_mm_loadu_si128((const __m128i *)(const void *)q), '\n');
+				if (m) {
+					nl = q + low_bit32(m);
+				} else {
+					nl = line_end(q + 16, e);
+					if (nl && nl - p >= FIELD_LINE_MAX)
+						return fail(r), NULL;
+				}
 			} else {
-				nl = e - q > 16 ? line_end(q + 16, e) : NULL;
-				if (!nl)
-					break;          /* a partial line */
-				if (nl - p >= FIELD_LINE_MAX)
-					return fail(r), NULL;
+				/* Near the end: its last 16 bytes, shifted. */
+				unsigned m = q == e ? 0 : eq_mask(_mm_loadu_si128((const __m128i *)(const void *)(e - 16)), '\n') >> (16 - (e - q));
+				nl = m ? q + low_bit32(m) : NULL;
 			}
+			if (!nl)
+				break;          /* a partial line */
 		} else {
 			nl = p + low_bit32(mn);
 		}
 		nf++;
-		if (__builtin_expect(want == ci, 0) && !quick_value(r, p, (unsigned)ci, nl))
-			return fail(r), NULL;
+		if (__builtin_expect(lens >> ci & 1, 0)) {
+			/* An empty name, or one of a length that matters. */
+			if (!ci || p[ci - 1] <= ' ' || !quick_value(r, p, (unsigned)ci, nl))
+				return fail(r), NULL;
+		} else if (__builtin_expect(p[ci - 1] <= ' ', 0)) {
+			return fail(r), NULL;   /* whitespace (or a control byte) before ':' */
+		}
 		p = nl + 1;
 	}
 	*fields = nf;
@@ -1254,7 +1229,7 @@ static const uint8_t *parse_fields(const struct run *r, const uint8_t *p, const 
 		for (;;) {
 #ifdef NL_H1_SIMD
 			if (r->wide32) {
-				p = quick_fields(r, p, e, &fields, lens);
+				p = quick_fields(r, p, e, &fields, name_len_bits[s->flags & F_TRAILER ? 2 : !r->req]);
 				if (!p)
 					return NULL;
 			}
@@ -1426,7 +1401,7 @@ static QUICK const uint8_t *request_quick(const struct run *r, const uint8_t *p,
 	ev.folded = 0;
 	/* The field lines, and the end of the head. */
 	unsigned fields = 0;
-	p = quick_fields(r, q + 9 + eol, e, &fields, name_lens[0]);
+	p = quick_fields(r, q + 9 + eol, e, &fields, name_len_bits[0]);
 	if (!p)
 		return NULL;
 	if (fields > FIELDS_MAX)
@@ -1514,7 +1489,7 @@ static QUICK const uint8_t *response_quick(const struct run *r, const uint8_t *p
 	s->n_headers = 0;
 	s->state = S_FIELD;
 	unsigned fields = 0;
-	p = quick_fields(r, q, e, &fields, name_lens[1]);
+	p = quick_fields(r, q, e, &fields, name_len_bits[1]);
 	if (!p)
 		return NULL;
 	if (fields > FIELDS_MAX)
