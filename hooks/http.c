@@ -234,7 +234,7 @@ static __attribute__((noinline)) void request_line(struct feed *f, const struct 
 	unsigned slot = ev->slot % NL_H1_PIPELINE;
 	struct pending *p = &c->slots[slot];
 	p->start_us = ev->folded & NL_H1_FOLD_BEGIN ? now_us(f) : c->begin_us;
-	p->method = (uint8_t)nl_http_method(ev->method, ev->method_len);
+	p->method = (uint8_t)nl_http_method_of(ev->method, ev->method_len);
 	atomic_store_explicit(&p->request_body, 0, memory_order_relaxed);
 	p->minor = (uint8_t)ev->version_minor;
 	p->route = NL_ROUTE_NONE;

@@ -31,6 +31,7 @@ static char methods[NL_HTTP_METHODS_MAX + 1][METHOD_LEN];
 static size_t method_len[NL_HTTP_METHODS_MAX + 1];
 static unsigned n_methods;
 static unsigned method_post = NL_HTTP_METHODS_MAX;   /* index of POST, for Gym's endpoints */
+unsigned char nl_http_method_get = NL_HTTP_METHODS_MAX, nl_http_method_post = NL_HTTP_METHODS_MAX;
 
 /* A method of up to 8 bytes as one word that, with its length, tells it
  * from every other (its first and last 4 bytes, which overlap below 8; below
@@ -71,8 +72,10 @@ static void add_method(const char *m, size_t n)
 	method_word[n_methods] = word_of(m, n);
 	if (n <= 8 && !method_slot[method_hash(method_word[n_methods], n)])
 		method_slot[method_hash(method_word[n_methods], n)] = (uint8_t)(n_methods + 1);
-	if (n == 4 && memcmp(m, "POST", 4) == 0)
-		method_post = n_methods;
+	if (n == 4 && memcmp(m, "POST", 4) == 0 && method_post == NL_HTTP_METHODS_MAX)
+		method_post = nl_http_method_post = (unsigned char)n_methods;
+	if (n == 3 && memcmp(m, "GET", 3) == 0 && nl_http_method_get == NL_HTTP_METHODS_MAX)
+		nl_http_method_get = (unsigned char)n_methods;
 	n_methods++;
 }
 

@@ -26,6 +26,17 @@ void nl_httpmetrics_init(const struct nl_config *cfg);
 
 /* The method index of a request's method: a known method, else _OTHER. */
 unsigned nl_http_method(const char *m, size_t n);
+/* The index of GET and of POST (_OTHER's when not known): nl_http_method_of
+ * tells them without a call, and most requests are one or the other. */
+extern unsigned char nl_http_method_get, nl_http_method_post;
+static inline unsigned nl_http_method_of(const char *m, size_t n)
+{
+	if (n == 3 && m[0] == 'G' && m[1] == 'E' && m[2] == 'T')
+		return nl_http_method_get;
+	if (n == 4 && m[0] == 'P' && m[1] == 'O' && m[2] == 'S' && m[3] == 'T')
+		return nl_http_method_post;
+	return nl_http_method(m, n);
+}
 /* The route id of a request target (route.h: an id, NL_ROUTE_NONE or _OVERFLOW). */
 int nl_http_route(const char *target, size_t n, bool truncated);
 /* The id of a Host header's host part (port in *port, 0 when absent), or -1
