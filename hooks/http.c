@@ -377,11 +377,6 @@ static void unclaim(struct nl_fd *e, struct nl_httpconn *c, enum nl_h1_dir dir, 
 		stop_following(e);
 }
 
-uint64_t nl_http_write_start(struct nl_fd *e)
-{
-	return nl_fd_http_side(e) == NL_HTTP_CLIENT ? nl_monotonic_ns() : 0;
-}
-
 void nl_http_bytes(struct nl_fd *e, int fd, int out, const void *buf, size_t n, uint64_t t0_ns)
 {
 	NL_HOOK_SCOPE;

@@ -22,6 +22,7 @@
 #include <sys/types.h>
 #include <sys/uio.h>
 
+#include "clock.h"
 #include "fdtable.h"
 
 /* Starts following the socket of entry e (just connected: a socket just
@@ -44,8 +45,12 @@ static inline void nl_http_watch(struct nl_fd *e, enum nl_fd_http side, int dest
 void nl_http_bytes(struct nl_fd *e, int fd, int out, const void *buf, size_t n, uint64_t t0_ns);
 void nl_http_iov(struct nl_fd *e, int fd, int out, const struct iovec *iov, size_t iovcnt, size_t n,
 		 uint64_t t0_ns);
-/* The time before a write on e, when it can start a client's request. */
-uint64_t nl_http_write_start(struct nl_fd *e);
+/* The time before a write on e, when it can start a client's request.
+ * Inline: every write on a followed socket asks. */
+static inline uint64_t nl_http_write_start(struct nl_fd *e)
+{
+	return nl_fd_http_side(e) == NL_HTTP_CLIENT ? nl_monotonic_ns() : 0;
+}
 /* Bytes the program moved without the shim seeing them (sendfile, splice):
  * they can only be a body. */
 void nl_http_opaque(struct nl_fd *e, int fd, int out, size_t n) __attribute__((cold));

@@ -26,7 +26,7 @@ static inline void settle(struct nl_fd *e, int fd, ssize_t r)
 static inline int followed(struct nl_fd *e) { return nl_fd_http_side(e) != 0; }
 
 /* Bytes read into buf (MSG_PEEK data is read again later: not fed twice). */
-static void after_in(struct nl_fd *e, int fd, const void *buf, ssize_t r, int flags)
+static inline __attribute__((always_inline)) void after_in(struct nl_fd *e, int fd, const void *buf, ssize_t r, int flags)
 {
 	settle(e, fd, r);
 	if (!followed(e) || (flags & MSG_PEEK))
@@ -37,7 +37,7 @@ static void after_in(struct nl_fd *e, int fd, const void *buf, ssize_t r, int fl
 		nl_http_eof(e, fd);
 }
 
-static void after_out(struct nl_fd *e, int fd, const void *buf, ssize_t r, uint64_t t0)
+static inline __attribute__((always_inline)) void after_out(struct nl_fd *e, int fd, const void *buf, ssize_t r, uint64_t t0)
 {
 	settle(e, fd, r);
 	if (r > 0 && followed(e))
