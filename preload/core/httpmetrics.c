@@ -424,13 +424,17 @@ static const char status_text[1000][4] = { ST2('0'), ST2('1'), ST2('2'), ST2('3'
 static const char *version_text(unsigned minor) { return minor ? "1.1" : "1.0"; }
 static const char *scheme_text(bool tls) { return tls ? "https" : "http"; }
 
-static uint64_t pack(bool client, const struct nl_http_exchange *x)
+/* Inline, with client a constant: each side's key takes only its own fields
+ * (a server's has no port nor destination, a client's no TLS bit). */
+static inline __attribute__((always_inline)) uint64_t pack(bool client, const struct nl_http_exchange *x)
 {
-	uint64_t id = client ? (uint64_t)(x->host + 1) & 0x1ff : (uint64_t)(x->route + 2) & 0xffff;
 	/* status: three digits (h1.h), 0 for none; ten bits hold it. */
-	return 1u | (uint64_t)client << 1 | (uint64_t)(x->method & 0xf) << 2 | (uint64_t)(x->status & 0x3ff) << 6 |
-	       (uint64_t)(x->version_minor & 1) << 16 | id << 17 | (uint64_t)(x->port & 0xffff) << 33 |
-	       (uint64_t)((unsigned)x->dest & 0x1ff) << 49 | (uint64_t)(!client && x->tls) << 58;
+	uint64_t k = 1u | (uint64_t)client << 1 | (uint64_t)(x->method & 0xf) << 2 | (uint64_t)(x->status & 0x3ff) << 6 |
+		     (uint64_t)(x->version_minor & 1) << 16;
+	if (client)
+		return k | ((uint64_t)(x->host + 1) & 0x1ff) << 17 | (uint64_t)(x->port & 0xffff) << 33 |
+		       (uint64_t)((unsigned)x->dest & 0x1ff) << 49;
+	return k | ((uint64_t)(x->route + 2) & 0xffff) << 17 | (uint64_t)x->tls << 58;
 }
 
 /* The attributes of a server exchange, stable name first, in the order the
