@@ -119,6 +119,8 @@ static __attribute__((noinline)) struct nl_httpconn *first_feed(struct nl_fd *e,
 struct feed {
 	struct nl_httpconn *c;
 	uint64_t now_ns;        /* read once per call, when an event needs it */
+	struct nl_fd *e;        /* nl_http_bytes: the fd's entry, and */
+	_Atomic uint8_t *busy;  /* the busy flag of the direction it claimed */
 };
 
 static __attribute__((noinline)) uint64_t read_clock(struct feed *f) { return f->now_ns = nl_monotonic_ns(); }
@@ -377,16 +379,46 @@ static void unclaim(struct nl_fd *e, struct nl_httpconn *c, enum nl_h1_dir dir, 
 		stop_following(e);
 }
 
-void nl_http_bytes(struct nl_fd *e, int fd, int out, const void *buf, size_t n, uint64_t t0_ns)
+/* nl_http_bytes past its usual case: a connection's first bytes, another
+ * thread feeding the same direction. */
+static __attribute__((noinline)) void bytes_slow(struct nl_fd *e, int fd, int out, const void *buf, size_t n,
+						 uint64_t t0_ns)
 {
-	NL_HOOK_SCOPE;
 	enum nl_h1_dir dir;
 	struct nl_httpconn *c = claim(e, fd, out, &dir);
 	if (!c)
 		return;
-	struct feed f = { c, t0_ns };
+	struct feed f = { .c = c, .now_ns = t0_ns };
 	bool active = nl_h1_feed(&c->h1, dir, buf, n, on_event, &f);
 	unclaim(e, c, dir, active);
+}
+
+/* The usual case, a fed connection's direction free, in as few steps as it
+ * takes: what the parser's return needs (the entry, the direction's busy
+ * flag) waits in the feed on the stack rather than in saved registers. */
+void nl_http_bytes(struct nl_fd *e, int fd, int out, const void *buf, size_t n, uint64_t t0_ns)
+{
+	NL_HOOK_SCOPE;
+	uint8_t w = atomic_load_explicit(&e->watch, memory_order_acquire);
+	unsigned side = w & NL_WATCH_HTTP;
+	struct nl_httpconn *c = (w & NL_WATCH_FED) && side ? conn_lookup(fd) : NULL;
+	if (__builtin_expect(!c, 0)) {
+		if (side)
+			bytes_slow(e, fd, out, buf, n, t0_ns);
+		return;
+	}
+	enum nl_h1_dir dir = (side == NL_HTTP_SERVER) == (out != 0) ? NL_H1_RESPONSE : NL_H1_REQUEST;
+	if (__builtin_expect(atomic_load_explicit(&c->fed, memory_order_acquire) != 2 ||
+				     atomic_exchange_explicit(&c->busy[dir], 1, memory_order_acquire),
+			     0)) {
+		bytes_slow(e, fd, out, buf, n, t0_ns);
+		return;
+	}
+	struct feed f = { .c = c, .now_ns = t0_ns, .e = e, .busy = &c->busy[dir] };
+	bool active = nl_h1_feed(&c->h1, dir, buf, n, on_event, &f);
+	atomic_store_explicit(f.busy, 0, memory_order_release);
+	if (!active)
+		stop_following(f.e);
 }
 
 void nl_http_iov(struct nl_fd *e, int fd, int out, const struct iovec *iov, size_t iovcnt, size_t n,
@@ -397,7 +429,7 @@ void nl_http_iov(struct nl_fd *e, int fd, int out, const struct iovec *iov, size
 	struct nl_httpconn *c = claim(e, fd, out, &dir);
 	if (!c)
 		return;
-	struct feed f = { c, t0_ns };
+	struct feed f = { .c = c, .now_ns = t0_ns };
 	bool active = true;
 	for (size_t i = 0; i < iovcnt && n > 0 && active; i++) {
 		size_t k = iov[i].iov_len < n ? iov[i].iov_len : n;
@@ -415,7 +447,7 @@ void nl_http_opaque(struct nl_fd *e, int fd, int out, size_t n)
 	struct nl_httpconn *c = claim(e, fd, out, &dir);
 	if (!c)
 		return;
-	struct feed f = { c, 0 };
+	struct feed f = { .c = c };
 	bool active = nl_h1_feed_opaque(&c->h1, dir, n, on_event, &f);
 	unclaim(e, c, dir, active);
 }
@@ -441,7 +473,7 @@ void nl_http_release(int fd)
 	/* A candidate that never carried a byte has nothing to settle (and its
 	 * conn may still hold the fd's previous connection). */
 	if (atomic_load_explicit(&e->watch, memory_order_acquire) & NL_WATCH_FED) {
-		struct feed f = { c, 0 };
+		struct feed f = { .c = c };
 		if (nl_h1_active(&c->h1))
 			nl_h1_close(&c->h1, on_event, &f);
 		drop_open(c);
@@ -479,7 +511,7 @@ bool nl_httpconn_bytes(struct nl_httpconn *c, int out, const void *buf, size_t n
 	enum nl_h1_dir dir = conn_dir(c, out);
 	if (!claim_conn(c, dir))
 		return false;
-	struct feed f = { c, t0_ns };
+	struct feed f = { .c = c, .now_ns = t0_ns };
 	bool active = nl_h1_feed(&c->h1, dir, buf, n, on_event, &f);
 	atomic_store_explicit(&c->busy[dir], 0, memory_order_release);
 	return active;
@@ -490,7 +522,7 @@ bool nl_httpconn_opaque(struct nl_httpconn *c, int out, size_t n)
 	enum nl_h1_dir dir = conn_dir(c, out);
 	if (!claim_conn(c, dir))
 		return false;
-	struct feed f = { c, 0 };
+	struct feed f = { .c = c };
 	bool active = nl_h1_feed_opaque(&c->h1, dir, n, on_event, &f);
 	atomic_store_explicit(&c->busy[dir], 0, memory_order_release);
 	return active;
@@ -505,7 +537,7 @@ bool nl_httpconn_end(struct nl_httpconn *c)
 		return false;
 	if (!atomic_exchange_explicit(&c->busy[1], 1, memory_order_acquire)) {
 		if (atomic_load_explicit(&c->fed, memory_order_acquire) == 2) {
-			struct feed f = { c, 0 };
+			struct feed f = { .c = c };
 			if (nl_h1_active(&c->h1))
 				nl_h1_close(&c->h1, on_event, &f);
 			drop_open(c);
