@@ -138,6 +138,11 @@ bool nl_h1_feed_opaque(struct nl_h1 *h, enum nl_h1_dir dir, size_t n, nl_h1_sink
  * response is reported as NL_H1_ABORTED, oldest first. */
 void nl_h1_close(struct nl_h1 *h, nl_h1_sink sink, void *ctx);
 
+/* Whether whole field lines are scanned with AVX2: set when the library
+ * loads, from the CPU (x86-64). The outcome is the same either way; tests
+ * clear it to run the SSE2 code as well. */
+extern bool nl_h1_avx2;
+
 /* True while the connection is still parsed. */
 static inline bool nl_h1_active(const struct nl_h1 *h)
 {

@@ -198,13 +198,20 @@ __attribute__((format(printf, 2, 3))) static void expect(const char *want, const
 	cr_assert_fail("%s\n got: %s\nwant: %s", what, conn.rec.text, want);
 }
 
-/* Checks one exchange fed whole, split in two at every offset of either
- * direction, and one byte per call. */
+/* Checks one exchange fed whole (with and without AVX2), split in two at
+ * every offset of either direction, and one byte per call. */
 static void check(const char *name, const char *req, size_t req_len, const char *resp, size_t resp_len,
 		  const char *want)
 {
 	run(&conn, req, req_len, resp, resp_len, WHOLE, 0, 0);
 	expect(want, "%s, fed whole", name);
+	if (nl_h1_avx2) {
+		/* The quick path's SSE2 copy too, where the CPU has AVX2. */
+		nl_h1_avx2 = false;
+		run(&conn, req, req_len, resp, resp_len, WHOLE, 0, 0);
+		nl_h1_avx2 = true;
+		expect(want, "%s, fed whole without AVX2", name);
+	}
 	for (size_t k = 1; k < req_len; k++) {
 		run(&conn, req, req_len, resp, resp_len, SPLIT, k, 0);
 		expect(want, "%s, request split at %zu", name, k);
