@@ -27,12 +27,16 @@ struct pending {
 	uint8_t name;           /* server: its server name id + 2 (httpmetrics.h) */
 };
 
+enum { SLOT_OPEN = 1, SLOT_COUNTED = 2 };
+
 struct nl_httpconn {
 	struct nl_h1 h1;
 	_Atomic uint8_t busy[2];        /* a direction being fed; a second feeder stops parsing */
-	/* Bits 0-3: ring slots whose request is open (reported when it ends);
-	 * bits 4-7: those counted in active_requests (server, from its head on). */
-	_Atomic uint8_t open;
+	/* By ring slot: SLOT_OPEN, its request is open (reported when it ends);
+	 * SLOT_COUNTED, counted in active_requests (server, from its head on).
+	 * A byte each, so that every change is one exchange or one
+	 * compare-and-swap, never a loop. */
+	_Atomic uint8_t open[NL_H1_PIPELINE];
 	uint8_t side;                   /* enum nl_fd_http */
 	_Atomic uint8_t fed;            /* bytes were fed: the parser was set up */
 	uint8_t flags;                  /* NL_HTTPCONN_TLS, NL_HTTPCONN_DEST_BY_NAME */
@@ -141,8 +145,8 @@ static inline __attribute__((always_inline)) uint32_t now_us_inline(struct feed 
 static __attribute__((noinline)) void finish(struct feed *f, unsigned slot, unsigned status, uint64_t response_body)
 {
 	struct nl_httpconn *c = f->c;
-	uint8_t open = atomic_fetch_and(&c->open, (uint8_t)~(0x11u << slot));
-	if (!(open & (1u << slot)))
+	uint8_t open = atomic_exchange_explicit(&c->open[slot], 0, memory_order_acquire);
+	if (!(open & SLOT_OPEN))
 		return;
 	struct pending *p = &c->slots[slot];
 	uint64_t duration_ns = (uint64_t)(uint32_t)(now_us_inline(f) - p->start_us) * 1000;
@@ -154,7 +158,7 @@ static __attribute__((noinline)) void finish(struct feed *f, unsigned slot, unsi
 			.status = status,
 			.version_minor = p->minor,
 			.tls = c->flags & NL_HTTPCONN_TLS,
-			.counted = open & (0x10u << slot),
+			.counted = open & SLOT_COUNTED,
 			.name = (int)p->name - 2,
 			.duration_ns = duration_ns,
 			.request_body = atomic_load_explicit(&p->request_body, memory_order_relaxed),
@@ -179,9 +183,8 @@ static __attribute__((noinline)) void finish(struct feed *f, unsigned slot, unsi
  * nothing else is reported for them. */
 static __attribute__((noinline)) void drop_open(struct nl_httpconn *c)
 {
-	uint8_t open = atomic_exchange(&c->open, 0);
 	for (unsigned s = 0; s < NL_H1_PIPELINE; s++)
-		if ((open & (0x10u << s)) && c->side == NL_HTTP_SERVER)
+		if ((atomic_exchange(&c->open[s], 0) & SLOT_COUNTED) && c->side == NL_HTTP_SERVER)
 			nl_http_server_ended(c->slots[s].method, c->flags & NL_HTTPCONN_TLS, (int)c->slots[s].name - 2);
 }
 
@@ -249,7 +252,8 @@ static __attribute__((noinline)) void request_line(struct feed *f, const struct 
 	p->route = NL_ROUTE_NONE;
 	if (c->side == NL_HTTP_SERVER)
 		p->route = (int16_t)nl_http_route(ev->target, ev->target_len, ev->target_truncated);
-	atomic_fetch_or(&c->open, (uint8_t)(1u << slot));
+	/* release: the fields above before a response's finish reads them */
+	atomic_store_explicit(&c->open[slot], SLOT_OPEN, memory_order_release);
 }
 
 /* A server request's head: it counts as active from here, in the series of
@@ -275,10 +279,9 @@ static __attribute__((noinline)) void server_head(struct nl_httpconn *c, unsigne
 	p->name = (uint8_t)(name + 2);
 	if (!nl_http_server_started(p->method, tls, name))
 		return;
-	if (!(atomic_fetch_or(&c->open, (uint8_t)(0x10u << slot)) & (1u << slot))) {
-		atomic_fetch_and(&c->open, (uint8_t)~(0x10u << slot));
+	uint8_t open = SLOT_OPEN;
+	if (!atomic_compare_exchange_strong(&c->open[slot], &open, SLOT_OPEN | SLOT_COUNTED))
 		nl_http_server_ended(p->method, tls, name);
-	}
 }
 
 static void on_event(void *ctx, const struct nl_h1_event *ev)
@@ -495,7 +498,8 @@ void nl_httpconn_init(struct nl_httpconn *c, enum nl_fd_http side, int dest, uns
 	atomic_store_explicit(&c->fed, 0, memory_order_relaxed);
 	atomic_store_explicit(&c->busy[0], 0, memory_order_relaxed);
 	atomic_store_explicit(&c->busy[1], 0, memory_order_relaxed);
-	atomic_store_explicit(&c->open, 0, memory_order_relaxed);
+	for (unsigned s = 0; s < NL_H1_PIPELINE; s++)
+		atomic_store_explicit(&c->open[s], 0, memory_order_relaxed);
 	c->side = (uint8_t)side;
 	c->flags = (uint8_t)flags;
 	atomic_store_explicit(&c->dest, (int16_t)dest, memory_order_relaxed);
