@@ -638,12 +638,14 @@ bool nl_http_server_started(unsigned method, bool tls, int name)
 	return count_started(method, tls, name);
 }
 
-void nl_http_server_ended(unsigned method, bool tls, int name)
+static inline __attribute__((always_inline)) void count_ended(unsigned method, bool tls, int name)
 {
 	struct nl_series *s = active_series(method, tls, name);
 	if (s)
 		nl_updown_add(s, -1);
 }
+
+void nl_http_server_ended(unsigned method, bool tls, int name) { count_ended(method, tls, name); }
 
 void nl_http_server_done(const struct nl_http_exchange *x)
 {
@@ -659,7 +661,7 @@ void nl_http_server_done(const struct nl_http_exchange *x)
 	if (semconv_dup)
 		nl_hist_record(i_server_old, series_of(c, S_DURATION_OLD), s * 1000);
 	if (x->counted)
-		nl_http_server_ended(x->method, x->tls, x->name);
+		count_ended(x->method, x->tls, x->name);
 	if (!gym_on || x->method != method_post || x->route < 0)
 		return;
 	double ms = (double)x->duration_ns / 1e6;
