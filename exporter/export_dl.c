@@ -36,6 +36,9 @@
 static pthread_mutex_t loading = PTHREAD_MUTEX_INITIALIZER;
 static const struct nl_export_api *_Atomic api;
 static bool tried;                             /* under loading: the one attempt was made */
+/* Set before `loading` is first taken: until then a fork has nothing of
+ * the module to hold or wait for, and its handlers touch no page here. */
+static _Atomic bool opening;
 static bool unusable;                          /* forked while the module was being opened */
 static bool held_for_fork;                     /* nl_transport_fork_prepare got `loading` */
 static const struct nl_export_api *forked_api; /* the table the fork handlers saw */
@@ -113,6 +116,8 @@ static const struct nl_export_api *module(void)
 	const struct nl_export_api *a = atomic_load_explicit(&api, memory_order_acquire);
 	if (a || unusable)
 		return a;
+	if (!atomic_load(&opening))
+		atomic_store(&opening, true);
 	pthread_mutex_lock(&loading);
 	if (!tried) {
 		tried = true;
@@ -177,6 +182,8 @@ void nl_transport_free(struct nl_transport *t)
 
 void nl_transport_fork_prepare(void)
 {
+	if (!atomic_load(&opening))
+		return;
 	struct timespec ts;
 	clock_gettime(CLOCK_REALTIME, &ts);
 	ts.tv_nsec += FORK_LOAD_WAIT_MS * 1000000L;
@@ -192,10 +199,11 @@ void nl_transport_fork_prepare(void)
 
 void nl_transport_fork_parent(void)
 {
+	if (!held_for_fork)
+		return;   /* nothing taken (forked_api is set only with the lock) */
 	if (forked_api)
 		forked_api->fork_parent();
-	if (held_for_fork)
-		pthread_mutex_unlock(&loading);
+	pthread_mutex_unlock(&loading);
 	held_for_fork = false;
 	forked_api = NULL;
 }
@@ -205,11 +213,15 @@ void nl_transport_fork_child(void)
 	if (forked_api)
 		forked_api->fork_child();
 	/* Without the lock, another thread of the parent was opening the
-	 * module: the loader's locks may be held in this child for ever. */
+	 * module (it may have begun after the prepare handler looked): the
+	 * loader's locks may be held in this child for ever. A module never
+	 * opened leaves the child nothing to do, and no page to write. */
 	if (held_for_fork)
 		pthread_mutex_unlock(&loading);
-	else
+	else if (atomic_load(&opening))
 		unusable = true;
+	else
+		return;
 	held_for_fork = false;
 	forked_api = NULL;
 }

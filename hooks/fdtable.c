@@ -145,16 +145,20 @@ void nl_fd_copy(int oldfd, int newfd)
 void nl_fd_atfork_child(void)
 {
 	/* The parent's acquisitions and HTTP exchanges are the parent's. */
-	atomic_store(&nl_fd_watching, 0);
+	/* Each store only when it changes something: a page written in the
+	 * child is a copy and a fault, in the child and then in the parent. */
+	if (atomic_load(&nl_fd_watching))
+		atomic_store(&nl_fd_watching, 0);
 	unsigned top = atomic_load(&chunks_top);
 	for (unsigned c = 0; c < top && c < NL_FD_CHUNKS; c++) {
 		struct nl_fd *chunk = atomic_load(&nl_fd_chunks[c]);
 		if (!chunk)
 			continue;
 		for (unsigned i = 0; i < NL_FD_CHUNK; i++) {
-			uint32_t expected = NL_FD_CONNECTING;
-			atomic_compare_exchange_strong(&chunk[i].state, &expected, NL_FD_SOCKET);
-			atomic_store(&chunk[i].watch, 0);
+			if (atomic_load(&chunk[i].state) == NL_FD_CONNECTING)
+				atomic_store(&chunk[i].state, NL_FD_SOCKET);
+			if (atomic_load(&chunk[i].watch))
+				atomic_store(&chunk[i].watch, 0);
 		}
 	}
 	nl_ssl_atfork_child();   /* and so are those over TLS */

@@ -15,7 +15,11 @@
 
 static _Atomic int log_level = NL_LOG_WARN;
 static _Atomic int log_output = NL_LOG_TO_TERMINAL;
-static _Atomic int outermost = 1;
+/* The pid of the outermost process, -1 until the configuration says (the
+ * default: outermost). A pid rather than a flag: a fork child is never the
+ * outermost, and knows it without a fork handler that would write a page
+ * of every child. */
+static _Atomic int outermost_pid = -1;
 static char log_path[PATH_MAX];         /* written before log_output says FILE */
 
 /* Keys already reported: a small fixed table of hashes. When it is full, new
@@ -61,8 +65,7 @@ int nl_log_set_output(enum nl_log_output out, const char *path)
 }
 
 enum nl_log_output nl_log_get_output(void) { return (enum nl_log_output)atomic_load(&log_output); }
-void nl_log_set_outermost(int yes) { atomic_store(&outermost, yes != 0); }
-void nl_log_atfork_child(void) { atomic_store(&outermost, 0); }
+void nl_log_set_outermost(int yes) { atomic_store(&outermost_pid, yes ? (int)getpid() : 0); }
 
 void nl_log_set_level(enum nl_log_level level) { atomic_store(&log_level, level); }
 enum nl_log_level nl_log_get_level(void) { return atomic_load(&log_level); }
@@ -159,7 +162,8 @@ void nl_log(enum nl_log_level level, const char *key, const char *fmt, ...)
 		return;
 
 	int out = atomic_load(&log_output);
-	if (out == NL_LOG_TO_TERMINAL && !atomic_load(&outermost))
+	int outer = atomic_load(&outermost_pid);
+	if (out == NL_LOG_TO_TERMINAL && outer != -1 && outer != (int)getpid())
 		return;
 	if (out != NL_LOG_TO_FILE && !nl_log_stderr_ok())
 		return;

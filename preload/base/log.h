@@ -36,10 +36,9 @@ enum nl_log_output { NL_LOG_TO_TERMINAL, NL_LOG_TO_STDERR, NL_LOG_TO_FILE };
 int nl_log_set_output(enum nl_log_output out, const char *path);
 enum nl_log_output nl_log_get_output(void);
 /* Whether this process is the outermost shim process of its tree (the
- * default until told otherwise); only that one writes to a terminal. */
+ * default until told otherwise); only that one writes to a terminal. A
+ * forked child is another process of the tree: never the outermost. */
 void nl_log_set_outermost(int outermost);
-/* A forked child is another process of the tree: never the outermost. */
-void nl_log_atfork_child(void);
 
 void nl_log_set_level(enum nl_log_level level);
 enum nl_log_level nl_log_get_level(void);

@@ -178,8 +178,8 @@ static void route_warning(const char *pattern, const char *why)
  * the child, which makes them anew at its first request. */
 static void routes_atfork_child(void)
 {
-	int making = ROUTES_MAKING;
-	atomic_compare_exchange_strong(&routes_state, &making, ROUTES_NONE);
+	if (atomic_load(&routes_state) == ROUTES_MAKING)   /* a failed CAS writes the page too */
+		atomic_store(&routes_state, ROUTES_NONE);
 }
 
 static __attribute__((noinline)) void routes_prepare(void)

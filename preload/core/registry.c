@@ -12,6 +12,22 @@
  * writers. The lists start in the arena's header (root) and in each
  * instrument (head), newest first, linked by offsets. */
 static pthread_mutex_t create_lock = PTHREAD_MUTEX_INITIALIZER;
+/* Threads that hold or wait for create_lock: a fork child reads it to know
+ * whether one might have held it at the fork, when the fork did not. */
+static _Atomic unsigned creators;
+static bool held_for_fork;              /* nl_registry_atfork_prepare took create_lock */
+
+static void create_begin(void)
+{
+	atomic_fetch_add(&creators, 1);
+	pthread_mutex_lock(&create_lock);
+}
+
+static void create_end(void)
+{
+	pthread_mutex_unlock(&create_lock);
+	atomic_fetch_sub(&creators, 1);
+}
 static _Atomic size_t cardinality_limit = 2000;
 
 static const struct nl_attr overflow_attr = { .key = "otel.metric.overflow", .type = NL_ATTR_BOOL, .v.b = true };
@@ -160,7 +176,7 @@ struct nl_instrument *nl_instrument_get(const char *name, const char *unit, cons
 	NL_ASSERT_NOT_IN_HOOK();
 	if (n_bounds > NL_MAX_BOUNDS)
 		return NULL;
-	pthread_mutex_lock(&create_lock);
+	create_begin();
 	nl_seg_arena_ensure(nl_registry_capacity(atomic_load(&cardinality_limit)));
 	struct nl_instrument *i = nl_seg_base ? find_instrument(name) : NULL;
 	uint64_t off = i || !nl_seg_base ? 0 : nl_seg_alloc(offsetof(struct nl_instrument, overflow) + nl_series_size(kind));
@@ -190,7 +206,7 @@ struct nl_instrument *nl_instrument_get(const char *name, const char *unit, cons
 			atomic_store(&h->root, off);
 		}
 	}
-	pthread_mutex_unlock(&create_lock);
+	create_end();
 	return i;
 }
 
@@ -257,7 +273,7 @@ struct nl_series *nl_series_get(struct nl_instrument *inst, const struct nl_attr
 	struct nl_series *s = find(inst, attrs, n);
 	if (s)
 		return s;
-	pthread_mutex_lock(&create_lock);
+	create_begin();
 	s = find(inst, attrs, n);
 	if (!s) {
 		/* The overflow series itself takes one place of the limit, as in the
@@ -269,7 +285,7 @@ struct nl_series *nl_series_get(struct nl_instrument *inst, const struct nl_attr
 			publish(inst, s);
 		}
 	}
-	pthread_mutex_unlock(&create_lock);
+	create_end();
 	return s;
 }
 
@@ -397,11 +413,36 @@ void nl_hist_record(struct nl_instrument *inst, struct nl_series *s, double v)
 
 /* ---- fork --------------------------------------------------------------- */
 
-void nl_registry_atfork_prepare(void) { pthread_mutex_lock(&create_lock); }
-void nl_registry_atfork_parent(void) { pthread_mutex_unlock(&create_lock); }
-void nl_registry_atfork_child(void)
+void nl_registry_atfork_prepare(bool hold)
 {
-	pthread_mutex_unlock(&create_lock);   /* taken by the prepare handler */
+	if (!hold && !atomic_load(&creators))
+		return;
+	pthread_mutex_lock(&create_lock);
+	held_for_fork = true;
+}
+
+void nl_registry_atfork_parent(void)
+{
+	if (!held_for_fork)
+		return;
+	held_for_fork = false;
+	pthread_mutex_unlock(&create_lock);
+}
+
+bool nl_registry_atfork_child(void)
+{
+	if (held_for_fork) {
+		held_for_fork = false;
+		pthread_mutex_unlock(&create_lock);
+		return true;
+	}
+	/* Someone began creating after the prepare handler looked: a series
+	 * may be half made, in a thread this child does not have. */
+	return !atomic_load(&creators);
+}
+
+void nl_registry_forget_parent(void)
+{
 	/* The arena first: while it is still the parent's file, zeroing would
 	 * zero the parent's values; the child's first record does it then. */
 	if (nl_seg_atfork_child())

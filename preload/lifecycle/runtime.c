@@ -7,11 +7,11 @@
  * starts the exporter thread.
  *
  * Which processes deliver leftovers: every process whose thread runs, that
- * is every process that recorded something, and every process that forked
- * (its children may die before they can export; the parent is the one that
- * outlives them). Each delivers at its thread's start, after every export
- * and in its exit flush, so a death is delivered within one export interval
- * while such a process lives.
+ * is every process that recorded something. Each delivers after every
+ * export and in its exit flush, so a death is delivered within one export
+ * interval while such a process lives. A fork does not start the thread: a
+ * shell that records nothing forks without a page or a thread of the shim
+ * to pay for (README, "Export": who delivers a killed child's values then).
  */
 #include "runtime.h"
 
@@ -70,6 +70,10 @@ static bool can_adopt;                  /* segments are on: leftovers can be del
  * while that process lives (README, "Export"). */
 static uint32_t run_exporter;
 static _Atomic bool thread_ever;        /* this process ran the thread: it delivers leftovers at exit too */
+/* The process whose state this file's variables hold: a fork child finds
+ * its parent's until it forgets them (forget_parent), when its parent had
+ * recorded at the fork, else at its own first record. */
+static pid_t owner_pid;
 static uint64_t delivery_key;           /* of this configuration (nl_seg_delivery_key) */
 /* CLOCK_MONOTONIC of the last failed send to the collector (0: none since
  * the last success). Leftovers wait while it fails: trying them would only
@@ -419,6 +423,8 @@ static void start_thread(void)
  * that recorded would wait for itself. */
 static _Atomic bool kick_taken;
 
+static void forget_parent(bool recorded);
+
 static void start_on_first_record(void)
 {
 	if (atomic_load(&nl_runtime_kicked))
@@ -436,6 +442,10 @@ static void start_on_first_record(void)
 			sched_yield();
 		return;
 	}
+	/* A fork child of a parent that had recorded nothing: until now it
+	 * kept the parent's state, as it stood at load. */
+	if (owner_pid != getpid())
+		forget_parent(false);
 	make_resource();
 	if (cfg.exporter != NL_EXPORTER_NONE)
 		publish_segment();
@@ -527,12 +537,15 @@ static void export_quietly(struct nl_transport **tp, uint64_t deadline)
 
 static void flush_at_exit(void)
 {
-	bool expected = false;
-	if (!atomic_load(&nl_recording) || !atomic_compare_exchange_strong(&flushed_at_exit, &expected, true))
-		return;
 	/* Nothing recorded, no thread ran, no predecessor's segment found:
-	 * nothing to send and nothing to deliver. */
-	if (!atomic_load(&nl_runtime_kicked) && !atomic_load(&thread_ever) && !nl_seg_predecessor_found())
+	 * nothing to send and nothing to deliver. Looked at before anything
+	 * is written: a fork child that records nothing writes no page, not
+	 * even at its exit. */
+	if (!atomic_load(&nl_recording) ||
+	    (!atomic_load(&nl_runtime_kicked) && !atomic_load(&thread_ever) && !nl_seg_predecessor_found()))
+		return;
+	bool expected = false;
+	if (!atomic_compare_exchange_strong(&flushed_at_exit, &expected, true))
 		return;
 	/* The exporter delivers the segment, as it stands, within an interval;
 	 * and a predecessor's (exec) that this image found, when it recorded
@@ -585,62 +598,86 @@ static void flush_at_exit(void)
 #endif
 #endif
 
+/* Anything of the lifecycle ran or began in this process: it recorded (or
+ * began its first record), ran the thread, or found a predecessor's
+ * segment, which its exit flush delivers. Only then can a thread of the
+ * shim hold `lock`, and has a fork child state of its parent's to forget at
+ * once. Otherwise the fork handlers write no page of the shim, in the
+ * parent or in the child: each page written after a fork is a copy, and a
+ * fault, in each of them. */
+static bool lifecycle_began(void)
+{
+	return atomic_load(&kick_taken) || atomic_load(&thread_ever) || nl_seg_predecessor_found();
+}
+
+static bool held_for_fork;   /* atfork_prepare took `lock` */
+
 static void atfork_prepare(void)
 {
-	pthread_mutex_lock(&lock);
-	/* A thread created a moment ago still setting itself up (its stack, a
-	 * sanitizer's allocator): a fork must not cut that in two, since the
-	 * child would inherit locks held there for ever. It takes microseconds
-	 * and never depends on the collector; the wait is bounded anyway. */
-	if (thread_running && !thread_ready) {
-		struct timespec ts = monotonic_in_ms(2000);
-		while (thread_running && !thread_ready && pthread_cond_timedwait(&wake, &lock, &ts) != ETIMEDOUT)
-			;
-	}
+	bool active = lifecycle_began();
+	if (active) {
+		pthread_mutex_lock(&lock);
+		held_for_fork = true;
+		/* A thread created a moment ago still setting itself up (its
+		 * stack, a sanitizer's allocator): a fork must not cut that in
+		 * two, since the child would inherit locks held there for ever.
+		 * It takes microseconds and never depends on the collector; the
+		 * wait is bounded anyway. */
+		if (thread_running && !thread_ready) {
+			struct timespec ts = monotonic_in_ms(2000);
+			while (thread_running && !thread_ready &&
+			       pthread_cond_timedwait(&wake, &lock, &ts) != ETIMEDOUT)
+				;
+		}
 #ifdef FORK_WAITS_FOR_WORK
-	if (busy) {
-		struct timespec ts = monotonic_in_ms(100);
-		while (busy && pthread_cond_timedwait(&wake, &lock, &ts) != ETIMEDOUT)
-			;
-	}
+		if (busy) {
+			struct timespec ts = monotonic_in_ms(100);
+			while (busy && pthread_cond_timedwait(&wake, &lock, &ts) != ETIMEDOUT)
+				;
+		}
 #endif
+	}
 	/* Calls into libcurl, the TLS library and zlib: a few hundred
-	 * microseconds at most; an export waiting on the collector holds none. */
+	 * microseconds at most; an export waiting on the collector holds none.
+	 * Nothing while the export module was never opened. */
 	nl_transport_fork_prepare();
-	nl_registry_atfork_prepare();
+	nl_registry_atfork_prepare(active);
 }
 
 static void atfork_parent(void)
 {
 	nl_registry_atfork_parent();
 	nl_transport_fork_parent();
-	pthread_mutex_unlock(&lock);
-	/* The child may die before it exports; this process is the one that
-	 * outlives it, so it delivers what the child leaves. Published, it
-	 * tells the child so (parent_adopts()). */
-	if (can_adopt) {
-		start_on_first_record();   /* the segment, as at a first record, and the thread */
-		take_over_export();
+	if (held_for_fork) {
+		held_for_fork = false;
+		pthread_mutex_unlock(&lock);
 	}
+	/* A process that records has its thread, which delivers what its
+	 * children leave (parent_adopts() tells them so); one that exported
+	 * for nemolens-run takes over when that is gone. One that records
+	 * nothing starts nothing for a fork: under nemolens-run the launcher
+	 * delivers every segment of its tree; under plain LD_PRELOAD another
+	 * process of the shim does (README, "Export"). */
+	if (can_adopt && atomic_load(&nl_runtime_kicked))
+		take_over_export();
 }
 
-static void atfork_child(void)
+/* The child starts as a new process: its own counters, start time and
+ * instance id, no exporter thread (started again on first use), and not the
+ * parent's transport, whose connection the parent keeps using. The registry
+ * moves to a segment of the child's own first (its files are the shim's:
+ * hooks bypassed). Single-threaded: in the child's fork handler when the
+ * parent's lifecycle had begun (recorded tells whether values may have
+ * been written), else at the child's first record. */
+static void forget_parent(bool recorded)
 {
-	/* The child starts as a new process: its own counters, start time and
-	 * instance id, no exporter thread (started again on first use), and not the
-	 * parent's transport, whose connection the parent keeps using. The
-	 * registry moves to a segment of the child's own first (its files are
-	 * the shim's: hooks bypassed). */
 	int bypass = nl_hooks_bypass;
 	nl_hooks_bypass = 1;
-	nl_registry_atfork_child();
-	nl_transport_fork_child();
+	if (recorded)
+		nl_registry_forget_parent();
+	else
+		nl_seg_atfork_child();   /* no value was ever written: nothing to zero */
 	nl_hooks_bypass = bypass;
-	nl_log_atfork_child();   /* another process of the tree: quiet by default */
-	/* Taken by atfork_prepare in the thread that forked: released as in the
-	 * parent (an init would be a call the parent never made, whose lazy
-	 * binding every fork child would pay for). */
-	pthread_mutex_unlock(&lock);
 	pthread_condattr_t ca;
 	pthread_condattr_init(&ca);
 	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
@@ -651,14 +688,42 @@ static void atfork_child(void)
 	busy = false;
 	stopping = false;
 	atomic_store(&nl_runtime_kicked, false);
-	atomic_store(&kick_taken, false);
 	atomic_store(&abort_send, false);
 	atomic_store(&flushed_at_exit, false);
+	atomic_store(&thread_ever, false);
 	transport = NULL;
 	exit_transport = NULL;
 	nl_memsampler_atfork_child();
 	start_unix_ns = nl_realtime_ns();
 	resource_made = false;
+	owner_pid = getpid();
+}
+
+static void atfork_child(void)
+{
+	/* A thread of the parent began creating a series after the prepare
+	 * handler looked: the registry may be half made. This child records
+	 * nothing then (fail open; its exec'd image records again). */
+	if (!nl_registry_atfork_child())
+		atomic_store(&nl_recording, false);
+	nl_transport_fork_child();
+	bool held = held_for_fork;
+	if (held) {
+		/* Released as in the parent (an init would be a call the parent
+		 * never made, whose lazy binding every fork child would pay for). */
+		held_for_fork = false;
+		pthread_mutex_unlock(&lock);
+	}
+	if (!lifecycle_began())
+		return;   /* nothing of the parent's to forget before a first record */
+	/* The lifecycle began after the prepare handler looked: `lock` may be
+	 * held by a thread this child does not have. */
+	if (!held)
+		pthread_mutex_init(&lock, NULL);
+	/* The parent's flags are read by this child's hooks and exit flush
+	 * before any first record: forgotten now. */
+	forget_parent(true);
+	atomic_store(&kick_taken, false);
 }
 
 /* ---- load and unload ---------------------------------------------------- */
@@ -691,6 +756,7 @@ bool nl_runtime_load(void)
 		return false;
 	exit_quick = !getenv("NEMOLENS_EXIT_TIMEOUT_MS");
 	start_unix_ns = nl_realtime_ns();
+	owner_pid = getpid();
 	pthread_condattr_t ca;
 	pthread_condattr_init(&ca);
 	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);

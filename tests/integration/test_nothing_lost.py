@@ -121,6 +121,29 @@ if pid == 0:
 print(pid, flush=True)
 """
 
+# A parent that records nothing forks a child that connects 3 times and is
+# killed, then a sibling that connects once and lives for an interval and
+# more. The parent counts its threads after each fork: a fork starts none.
+QUIET_PARENT = CONN + r"""
+import signal
+port, interval = int(sys.argv[1]), float(sys.argv[2])
+def threads():
+    return len(os.listdir("/proc/self/task"))
+killed = os.fork()
+if killed == 0:
+    conn(port, 3)
+    os.kill(os.getpid(), signal.SIGKILL)
+os.waitpid(killed, 0)
+after_first = threads()
+sibling = os.fork()
+if sibling == 0:
+    conn(port, 1)
+    time.sleep(interval + 1.5)
+    sys.exit(0)
+os.waitpid(sibling, 0)
+print(killed, sibling, after_first, threads(), flush=True)
+"""
+
 FOLD = CONN + r"""
 port, n, interval = int(sys.argv[1]), int(sys.argv[2]), float(sys.argv[3])
 conn(port, 1)
@@ -293,6 +316,23 @@ class NothingLost(harness.ShimTestCase):
         self.assert_one_pid_each(finals)
         self.assertEqual(self.by_pid(finals).get(child), [(PY, 6)])
         self.assertEqual(sum(v for _, _, v in finals.values()), 6 + 1)
+        self.assertEqual(self.files(), [])
+
+    def test_a_parent_that_records_nothing_forks_without_a_thread(self):
+        p = self.run_prog([harness.PYTHON, "-c", QUIET_PARENT, str(self.listener.port), str(INTERVAL_MS / 1000)],
+                          self.env())
+        self.assertEqual(p.returncode, 0, p.stderr)
+        killed, sibling, after_first, after_second = map(int, p.stdout.split())
+        self.assertEqual((after_first, after_second), (1, 1), "threads of the parent after each fork")
+        finals = self.finals()
+        self.assert_one_pid_each(finals)
+        # The killed child's values come with its sibling's thread (plain
+        # LD_PRELOAD) or the launcher's delivery, once; the parent sends nothing.
+        self.assertEqual(self.by_pid(finals), {killed: [(PY, 3)], sibling: [(PY, 1)]})
+        if not self.launcher:
+            iid = next(i for i, (pids, _, _) in finals.items() if killed in pids)
+            self.assertEqual(sum(1 for res, _, _ in self.sink.points(CONNECTS)
+                                 if res["service.instance.id"] == iid), 1, "delivered exactly once")
         self.assertEqual(self.files(), [])
 
     # ---- nemolens-run ------------------------------------------------------
