@@ -26,6 +26,7 @@
 #include <unistd.h>
 
 #include "log.h"
+#include "forkpath.h"
 
 /* dlopen takes the loader's locks and may take a few milliseconds, once
  * per process: a fork meanwhile waits for it, at most this long. A child
@@ -208,7 +209,7 @@ void nl_transport_fork_parent(void)
 	forked_api = NULL;
 }
 
-void nl_transport_fork_child(void)
+NL_FORK_PATH void nl_transport_fork_child(void)
 {
 	if (forked_api)
 		forked_api->fork_child();

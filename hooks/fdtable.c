@@ -4,6 +4,7 @@
 #include <sys/mman.h>
 
 #include "check.h"
+#include "forkpath.h"
 #include "ssl.h"
 
 _Atomic(struct nl_fd *) nl_fd_chunks[NL_FD_CHUNK_SLOTS];
@@ -142,7 +143,7 @@ void nl_fd_copy(int oldfd, int newfd)
 		nl_fd_track(newfd);
 }
 
-void nl_fd_atfork_child(void)
+NL_FORK_PATH void nl_fd_atfork_child(void)
 {
 	/* The parent's acquisitions and HTTP exchanges are the parent's. */
 	/* Each store only when it changes something: a page written in the

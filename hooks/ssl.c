@@ -44,6 +44,7 @@
 #include "check.h"
 #include "dest.h"
 #include "export_sym.h"
+#include "forkpath.h"
 #include "http.h"
 #include "httpmetrics.h"
 #include "real_ssl.h"
@@ -409,7 +410,7 @@ NL_EXPORT void SSL_free(SSL *s)
 	NL_REAL_SSL(SSL_free)(s);
 }
 
-void nl_ssl_atfork_child(void)
+NL_FORK_PATH void nl_ssl_atfork_child(void)
 {
 	if (!atomic_load(&pool))
 		return;

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "check.h"
+#include "forkpath.h"
 
 /* Instruments and series are only ever added, never removed while the process
  * runs, so readers walk the lists without locks; `create_lock` only orders
@@ -429,7 +430,7 @@ void nl_registry_atfork_parent(void)
 	pthread_mutex_unlock(&create_lock);
 }
 
-bool nl_registry_atfork_child(void)
+NL_FORK_PATH bool nl_registry_atfork_child(void)
 {
 	if (held_for_fork) {
 		held_for_fork = false;

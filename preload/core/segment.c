@@ -32,6 +32,7 @@
 #include <unistd.h>
 
 #include "log.h"
+#include "forkpath.h"
 #include "registry.h"
 #include "state.h"
 
@@ -552,7 +553,7 @@ static bool to_file(void)
 
 bool nl_seg_inherited(void) { return inherited; }
 
-bool nl_seg_predecessor_found(void) { return predecessor; }
+NL_FORK_PATH bool nl_seg_predecessor_found(void) { return predecessor; }
 
 /* The file grows by [cur, want): opened again by its name (it keeps no
  * descriptor), checked to be the same file. */

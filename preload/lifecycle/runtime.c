@@ -30,6 +30,7 @@
 #include "config.h"
 #include "connmetrics.h"
 #include "dest.h"
+#include "forkpath.h"
 #include "adopt.h"
 #include "export.h"
 #include "httpmetrics.h"
@@ -699,7 +700,7 @@ static void forget_parent(bool recorded)
 	owner_pid = getpid();
 }
 
-static void atfork_child(void)
+NL_FORK_PATH static void atfork_child(void)
 {
 	/* A thread of the parent began creating a series after the prepare
 	 * handler looked: the registry may be half made. This child records
@@ -800,4 +801,10 @@ void nl_runtime_start(void)
 		nl_runtime_kick();
 }
 
-void nl_runtime_unload(void) { flush_at_exit(); }
+/* The destructor, in every process: a look that writes nothing first. */
+NL_FORK_PATH void nl_runtime_unload(void)
+{
+	if (atomic_load(&nl_recording) &&
+	    (atomic_load(&nl_runtime_kicked) || atomic_load(&thread_ever) || nl_seg_predecessor_found()))
+		flush_at_exit();
+}
