@@ -160,6 +160,13 @@ static inline uint64_t load64(const void *p)
 	return v;
 }
 
+static inline uint16_t load16(const void *p)
+{
+	uint16_t v;
+	memcpy(&v, p, sizeof v);
+	return v;
+}
+
 static inline uint32_t load32(const void *p)
 {
 	uint32_t v;
