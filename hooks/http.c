@@ -1,4 +1,5 @@
 #include "http.h"
+#include "httpconn.h"
 
 #include <errno.h>
 #include <stdatomic.h>
@@ -12,57 +13,11 @@
 #include "httpmetrics.h"
 #include "route.h"
 
-/* What the glue keeps per request in flight, by the parser's ring slot.
- * Times are CLOCK_MONOTONIC microseconds modulo 2^32: their differences are
- * exact for exchanges shorter than 71 minutes, at a third of the space. */
-struct pending {
-	uint32_t start_us;
-	/* Capped at 4 GiB. Atomic, like the Host fields below: the request stream
-	 * writes it after handing the request over (REQ_END), and a second thread
-	 * reading the response may read it meanwhile. */
-	_Atomic uint32_t request_body;
-	int16_t route;          /* server: route id */
-	uint8_t method : 7;
-	uint8_t minor : 1;      /* the request's HTTP/1.x version */
-	uint8_t name;           /* server: its server name id + 2 (httpmetrics.h) */
-};
-
-enum { SLOT_OPEN = 1, SLOT_COUNTED = 2 };
-
-struct nl_httpconn {
-	struct nl_h1 h1;
-	_Atomic uint8_t busy[2];        /* a direction being fed; a second feeder stops parsing */
-	/* By ring slot: SLOT_OPEN, its request is open (reported when it ends);
-	 * SLOT_COUNTED, counted in active_requests (server, from its head on).
-	 * A byte each, so that every change is one exchange or one
-	 * compare-and-swap, never a loop. */
-	_Atomic uint8_t open[NL_H1_PIPELINE];
-	uint8_t side;                   /* enum nl_fd_http */
-	_Atomic uint8_t fed;            /* bytes were fed: the parser was set up */
-	uint8_t flags;                  /* NL_HTTPCONN_TLS, NL_HTTPCONN_DEST_BY_NAME */
-	_Atomic int16_t dest;           /* client: destination index */
-	_Atomic int16_t host;           /* host id of the last Host value (client), its server name id (server) */
-	_Atomic uint16_t port;
-	uint32_t begin_us;              /* request stream: first byte of the request being read */
-	uint32_t host_key;              /* host_key() of the last Host value; 0 none */
-	struct pending slots[NL_H1_PIPELINE];
-};
-
-_Static_assert(sizeof(struct nl_httpconn) <= NL_HTTPCONN_SIZE, "an HTTP connection's state must stay within 256 bytes");
-
-static _Atomic(struct nl_httpconn *) chunks[NL_FD_CHUNKS];
-
-static inline __attribute__((always_inline)) struct nl_httpconn *conn_lookup(int fd)
-{
-	if ((unsigned)fd >= NL_FD_LIMIT)
-		return NULL;
-	struct nl_httpconn *c = atomic_load_explicit(&chunks[(unsigned)fd >> NL_FD_CHUNK_BITS], memory_order_acquire);
-	return c ? &c[(unsigned)fd & (NL_FD_CHUNK - 1)] : NULL;
-}
+_Atomic(struct nl_httpconn *) nl_httpconn_chunks[NL_FD_CHUNKS];
 
 static struct nl_httpconn *conn_get(int fd)
 {
-	struct nl_httpconn *c = conn_lookup(fd);
+	struct nl_httpconn *c = nl_httpconn_lookup(fd);
 	if (c || (unsigned)fd >= NL_FD_LIMIT)
 		return c;
 	/* mmap rather than malloc: async-signal-safe, and untouched pages cost no RSS. */
@@ -72,7 +27,7 @@ static struct nl_httpconn *conn_get(int fd)
 	if (chunk == MAP_FAILED)
 		return NULL;
 	struct nl_httpconn *expected = NULL;
-	_Atomic(struct nl_httpconn *) *slot = &chunks[(unsigned)fd >> NL_FD_CHUNK_BITS];
+	_Atomic(struct nl_httpconn *) *slot = &nl_httpconn_chunks[(unsigned)fd >> NL_FD_CHUNK_BITS];
 	if (!atomic_compare_exchange_strong(slot, &expected, chunk)) {
 		munmap(chunk, size);
 		chunk = expected;
@@ -91,7 +46,7 @@ static __attribute__((noinline)) struct nl_httpconn *first_feed(struct nl_fd *e,
 		if (!(w & NL_WATCH_HTTP))
 			return NULL;
 		if (w & NL_WATCH_FED)
-			return conn_lookup(fd);
+			return nl_httpconn_lookup(fd);
 		if (w & NL_WATCH_INIT) {
 			w = atomic_load_explicit(&e->watch, memory_order_acquire);
 			continue;
@@ -120,33 +75,27 @@ static __attribute__((noinline)) struct nl_httpconn *first_feed(struct nl_fd *e,
 
 /* ---- events ------------------------------------------------------------------ */
 
-struct feed {
-	struct nl_httpconn *c;
-	uint64_t now_ns;        /* read once per call, when an event needs it */
-	struct nl_fd *e;        /* nl_http_bytes: the fd's entry, and */
-	_Atomic uint8_t *busy;  /* the busy flag of the direction it claimed */
-};
 
-static __attribute__((noinline)) uint64_t read_clock(struct feed *f) { return f->now_ns = nl_monotonic_ns(); }
+static __attribute__((noinline)) uint64_t read_clock(struct nl_http_feed *f) { return f->now_ns = nl_monotonic_ns(); }
 
-static inline uint32_t now_us(struct feed *f)
+static inline uint32_t now_us(struct nl_http_feed *f)
 {
 	uint64_t ns = f->now_ns ? f->now_ns : read_clock(f);
 	return (uint32_t)(ns / 1000);
 }
 
 /* The same in the handlers that have a frame anyway: the clock read inline. */
-static inline __attribute__((always_inline)) uint32_t now_us_inline(struct feed *f)
+static inline __attribute__((always_inline)) uint32_t now_us_inline(struct nl_http_feed *f)
 {
 	uint64_t ns = f->now_ns ? f->now_ns : (f->now_ns = nl_monotonic_ns());
 	return (uint32_t)(ns / 1000);
 }
 
-static __attribute__((noinline)) void finish(struct feed *f, unsigned slot, unsigned status, uint64_t response_body)
+static __attribute__((noinline)) void finish(struct nl_http_feed *f, unsigned slot, unsigned status, uint64_t response_body)
 {
 	struct nl_httpconn *c = f->c;
 	uint8_t open = atomic_exchange_explicit(&c->open[slot], 0, memory_order_acquire);
-	if (!(open & SLOT_OPEN))
+	if (!(open & NL_SLOT_OPEN))
 		return;
 	struct pending *p = &c->slots[slot];
 	uint64_t duration_ns = (uint64_t)(uint32_t)(now_us_inline(f) - p->start_us) * 1000;
@@ -158,7 +107,7 @@ static __attribute__((noinline)) void finish(struct feed *f, unsigned slot, unsi
 			.status = status,
 			.version_minor = p->minor,
 			.tls = c->flags & NL_HTTPCONN_TLS,
-			.counted = open & SLOT_COUNTED,
+			.counted = open & NL_SLOT_COUNTED,
 			.name = (int)p->name - 2,
 			.duration_ns = duration_ns,
 			.request_body = atomic_load_explicit(&p->request_body, memory_order_relaxed),
@@ -184,7 +133,7 @@ static __attribute__((noinline)) void finish(struct feed *f, unsigned slot, unsi
 static __attribute__((noinline)) void drop_open(struct nl_httpconn *c)
 {
 	for (unsigned s = 0; s < NL_H1_PIPELINE; s++)
-		if ((atomic_exchange(&c->open[s], 0) & SLOT_COUNTED) && c->side == NL_HTTP_SERVER)
+		if ((atomic_exchange(&c->open[s], 0) & NL_SLOT_COUNTED) && c->side == NL_HTTP_SERVER)
 			nl_http_server_ended(c->slots[s].method, c->flags & NL_HTTPCONN_TLS, (int)c->slots[s].name - 2);
 }
 
@@ -238,9 +187,9 @@ static __attribute__((noinline)) void request_host(struct nl_httpconn *c, const 
 
 /* The request line: its method, its route (server), the request counted as
  * active; its start is the call of its first byte (this call, when the
- * parser folded REQ_BEGIN in). Out of line, so that on_event's cheap cases
+ * parser folded REQ_BEGIN in). Out of line, so that nl_http_on_event's cheap cases
  * need no frame. */
-static __attribute__((noinline)) void request_line(struct feed *f, const struct nl_h1_event *ev)
+static __attribute__((noinline)) void request_line(struct nl_http_feed *f, const struct nl_h1_event *ev)
 {
 	struct nl_httpconn *c = f->c;
 	unsigned slot = ev->slot % NL_H1_PIPELINE;
@@ -253,7 +202,7 @@ static __attribute__((noinline)) void request_line(struct feed *f, const struct 
 	if (c->side == NL_HTTP_SERVER)
 		p->route = (int16_t)nl_http_route(ev->target, ev->target_len, ev->target_truncated);
 	/* release: the fields above before a response's finish reads them */
-	atomic_store_explicit(&c->open[slot], SLOT_OPEN, memory_order_release);
+	atomic_store_explicit(&c->open[slot], NL_SLOT_OPEN, memory_order_release);
 }
 
 /* A server request's head: it counts as active from here, in the series of
@@ -279,14 +228,14 @@ static __attribute__((noinline)) void server_head(struct nl_httpconn *c, unsigne
 	p->name = (uint8_t)(name + 2);
 	if (!nl_http_server_started(p->method, tls, name))
 		return;
-	uint8_t open = SLOT_OPEN;
-	if (!atomic_compare_exchange_strong(&c->open[slot], &open, SLOT_OPEN | SLOT_COUNTED))
+	uint8_t open = NL_SLOT_OPEN;
+	if (!atomic_compare_exchange_strong(&c->open[slot], &open, NL_SLOT_OPEN | NL_SLOT_COUNTED))
 		nl_http_server_ended(p->method, tls, name);
 }
 
-static void on_event(void *ctx, const struct nl_h1_event *ev)
+void nl_http_on_event(void *ctx, const struct nl_h1_event *ev)
 {
-	struct feed *f = ctx;
+	struct nl_http_feed *f = ctx;
 	struct nl_httpconn *c = f->c;
 	switch (ev->type) {
 	case NL_H1_REQ_BEGIN:
@@ -371,7 +320,7 @@ static inline __attribute__((always_inline)) struct nl_httpconn *claim(struct nl
 	unsigned side = w & NL_WATCH_HTTP;
 	if (!side)
 		return NULL;
-	struct nl_httpconn *c = w & NL_WATCH_FED ? conn_lookup(fd) : first_feed(e, fd);
+	struct nl_httpconn *c = w & NL_WATCH_FED ? nl_httpconn_lookup(fd) : first_feed(e, fd);
 	if (!c)
 		return NULL;
 	*dir = (side == NL_HTTP_SERVER) == (out != 0) ? NL_H1_RESPONSE : NL_H1_REQUEST;
@@ -389,46 +338,17 @@ static void unclaim(struct nl_fd *e, struct nl_httpconn *c, enum nl_h1_dir dir, 
 		stop_following(e);
 }
 
-/* nl_http_bytes past its usual case: a connection's first bytes, another
+/* nl_http_feed_bytes past its usual case: a connection's first bytes, another
  * thread feeding the same direction. */
-static __attribute__((noinline)) void bytes_slow(struct nl_fd *e, int fd, int out, const void *buf, size_t n,
-						 uint64_t t0_ns)
+void nl_http_bytes_slow(struct nl_fd *e, int fd, int out, const void *buf, size_t n, uint64_t t0_ns)
 {
 	enum nl_h1_dir dir;
 	struct nl_httpconn *c = claim(e, fd, out, &dir);
 	if (!c)
 		return;
-	struct feed f = { .c = c, .now_ns = t0_ns };
-	bool active = nl_h1_feed(&c->h1, dir, buf, n, on_event, &f);
+	struct nl_http_feed f = { .c = c, .now_ns = t0_ns };
+	bool active = nl_h1_feed(&c->h1, dir, buf, n, nl_http_on_event, &f);
 	unclaim(e, c, dir, active);
-}
-
-/* The usual case, a fed connection's direction free, in as few steps as it
- * takes: what the parser's return needs (the entry, the direction's busy
- * flag) waits in the feed on the stack rather than in saved registers. */
-void nl_http_bytes(struct nl_fd *e, int fd, int out, const void *buf, size_t n, uint64_t t0_ns)
-{
-	NL_HOOK_SCOPE;
-	uint8_t w = atomic_load_explicit(&e->watch, memory_order_acquire);
-	unsigned side = w & NL_WATCH_HTTP;
-	struct nl_httpconn *c = (w & NL_WATCH_FED) && side ? conn_lookup(fd) : NULL;
-	if (__builtin_expect(!c, 0)) {
-		if (side)
-			bytes_slow(e, fd, out, buf, n, t0_ns);
-		return;
-	}
-	enum nl_h1_dir dir = (side == NL_HTTP_SERVER) == (out != 0) ? NL_H1_RESPONSE : NL_H1_REQUEST;
-	if (__builtin_expect(atomic_load_explicit(&c->fed, memory_order_acquire) != 2 ||
-				     atomic_exchange_explicit(&c->busy[dir], 1, memory_order_acquire),
-			     0)) {
-		bytes_slow(e, fd, out, buf, n, t0_ns);
-		return;
-	}
-	struct feed f = { .c = c, .now_ns = t0_ns, .e = e, .busy = &c->busy[dir] };
-	bool active = nl_h1_feed(&c->h1, dir, buf, n, on_event, &f);
-	atomic_store_explicit(f.busy, 0, memory_order_release);
-	if (!active)
-		stop_following(f.e);
 }
 
 void nl_http_iov(struct nl_fd *e, int fd, int out, const struct iovec *iov, size_t iovcnt, size_t n,
@@ -439,12 +359,12 @@ void nl_http_iov(struct nl_fd *e, int fd, int out, const struct iovec *iov, size
 	struct nl_httpconn *c = claim(e, fd, out, &dir);
 	if (!c)
 		return;
-	struct feed f = { .c = c, .now_ns = t0_ns };
+	struct nl_http_feed f = { .c = c, .now_ns = t0_ns };
 	bool active = true;
 	for (size_t i = 0; i < iovcnt && n > 0 && active; i++) {
 		size_t k = iov[i].iov_len < n ? iov[i].iov_len : n;
 		if (k)
-			active = nl_h1_feed(&c->h1, dir, iov[i].iov_base, k, on_event, &f);
+			active = nl_h1_feed(&c->h1, dir, iov[i].iov_base, k, nl_http_on_event, &f);
 		n -= k;
 	}
 	unclaim(e, c, dir, active);
@@ -457,8 +377,8 @@ void nl_http_opaque(struct nl_fd *e, int fd, int out, size_t n)
 	struct nl_httpconn *c = claim(e, fd, out, &dir);
 	if (!c)
 		return;
-	struct feed f = { .c = c };
-	bool active = nl_h1_feed_opaque(&c->h1, dir, n, on_event, &f);
+	struct nl_http_feed f = { .c = c };
+	bool active = nl_h1_feed_opaque(&c->h1, dir, n, nl_http_on_event, &f);
 	unclaim(e, c, dir, active);
 }
 
@@ -477,15 +397,15 @@ void nl_http_release(int fd)
 	NL_HOOK_SCOPE;
 	NL_KEEP_ERRNO;
 	struct nl_fd *e = nl_fd_lookup(fd);
-	struct nl_httpconn *c = e && nl_fd_http_side(e) ? conn_lookup(fd) : NULL;
+	struct nl_httpconn *c = e && nl_fd_http_side(e) ? nl_httpconn_lookup(fd) : NULL;
 	if (!c)
 		return;
 	/* A candidate that never carried a byte has nothing to settle (and its
 	 * conn may still hold the fd's previous connection). */
 	if (atomic_load_explicit(&e->watch, memory_order_acquire) & NL_WATCH_FED) {
-		struct feed f = { .c = c };
+		struct nl_http_feed f = { .c = c };
 		if (nl_h1_active(&c->h1))
-			nl_h1_close(&c->h1, on_event, &f);
+			nl_h1_close(&c->h1, nl_http_on_event, &f);
 		drop_open(c);
 	}
 	stop_following(e);
@@ -522,8 +442,8 @@ bool nl_httpconn_bytes(struct nl_httpconn *c, int out, const void *buf, size_t n
 	enum nl_h1_dir dir = conn_dir(c, out);
 	if (!claim_conn(c, dir))
 		return false;
-	struct feed f = { .c = c, .now_ns = t0_ns };
-	bool active = nl_h1_feed(&c->h1, dir, buf, n, on_event, &f);
+	struct nl_http_feed f = { .c = c, .now_ns = t0_ns };
+	bool active = nl_h1_feed(&c->h1, dir, buf, n, nl_http_on_event, &f);
 	atomic_store_explicit(&c->busy[dir], 0, memory_order_release);
 	return active;
 }
@@ -533,8 +453,8 @@ bool nl_httpconn_opaque(struct nl_httpconn *c, int out, size_t n)
 	enum nl_h1_dir dir = conn_dir(c, out);
 	if (!claim_conn(c, dir))
 		return false;
-	struct feed f = { .c = c };
-	bool active = nl_h1_feed_opaque(&c->h1, dir, n, on_event, &f);
+	struct nl_http_feed f = { .c = c };
+	bool active = nl_h1_feed_opaque(&c->h1, dir, n, nl_http_on_event, &f);
 	atomic_store_explicit(&c->busy[dir], 0, memory_order_release);
 	return active;
 }
@@ -548,9 +468,9 @@ bool nl_httpconn_end(struct nl_httpconn *c)
 		return false;
 	if (!atomic_exchange_explicit(&c->busy[1], 1, memory_order_acquire)) {
 		if (atomic_load_explicit(&c->fed, memory_order_acquire) == 2) {
-			struct feed f = { .c = c };
+			struct nl_http_feed f = { .c = c };
 			if (nl_h1_active(&c->h1))
-				nl_h1_close(&c->h1, on_event, &f);
+				nl_h1_close(&c->h1, nl_http_on_event, &f);
 			drop_open(c);
 		}
 		done = true;
@@ -565,7 +485,7 @@ int nl_http_fd_handoff(int fd)
 	struct nl_fd *e = nl_fd_lookup(fd);
 	if (!e || !nl_fd_http_side(e))
 		return -1;
-	struct nl_httpconn *c = nl_fd_http_was_fed(e) ? conn_lookup(fd) : NULL;
+	struct nl_httpconn *c = nl_fd_http_was_fed(e) ? nl_httpconn_lookup(fd) : NULL;
 	int dest = nl_fd_http_side(e) != NL_HTTP_CLIENT ? -1
 		   : c				 ? atomic_load_explicit(&c->dest, memory_order_relaxed)
 						 : e->dest;

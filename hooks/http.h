@@ -41,8 +41,8 @@ static inline void nl_http_watch(struct nl_fd *e, enum nl_fd_http side, int dest
  * is the time before a write (a client's request starts when its first
  * byte is handed over, not when the call returns), 0 for reads. Not cold:
  * on a followed fd every call comes here, and the unfollowed paths never
- * reach the calls. */
-void nl_http_bytes(struct nl_fd *e, int fd, int out, const void *buf, size_t n, uint64_t t0_ns);
+ * reach the calls. One buffer's bytes go through nl_http_feed_bytes
+ * (httpconn.h), inline in the hooks; a vector's through this. */
 void nl_http_iov(struct nl_fd *e, int fd, int out, const struct iovec *iov, size_t iovcnt, size_t n,
 		 uint64_t t0_ns);
 /* The time before a write on e, when it can start a client's request.
@@ -71,7 +71,7 @@ enum {
 };
 /* Sets c up for a new connection (side NL_HTTP_SERVER or _CLIENT). */
 void nl_httpconn_init(struct nl_httpconn *c, enum nl_fd_http side, int dest, unsigned flags);
-/* n > 0 bytes moved (out: written); t0_ns as for nl_http_bytes. False once
+/* n > 0 bytes moved (out: written); t0_ns as for nl_http_iov. False once
  * c is no longer parsed: the caller may stop feeding it. */
 bool nl_httpconn_bytes(struct nl_httpconn *c, int out, const void *buf, size_t n, uint64_t t0_ns);
 bool nl_httpconn_opaque(struct nl_httpconn *c, int out, size_t n);

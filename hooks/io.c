@@ -15,6 +15,7 @@
 #include "acquire.h"
 #include "export_sym.h"
 #include "http.h"
+#include "httpconn.h"
 #include "real.h"
 
 static inline void settle(struct nl_fd *e, int fd, ssize_t r)
@@ -32,7 +33,7 @@ static inline __attribute__((always_inline)) void after_in(struct nl_fd *e, int 
 	if (!followed(e) || (flags & MSG_PEEK))
 		return;
 	if (r > 0)
-		nl_http_bytes(e, fd, 0, buf, (size_t)r, 0);
+		nl_http_feed_bytes(e, fd, 0, buf, (size_t)r, 0);
 	else if (r == 0)
 		nl_http_eof(e, fd);
 }
@@ -41,7 +42,7 @@ static inline __attribute__((always_inline)) void after_out(struct nl_fd *e, int
 {
 	settle(e, fd, r);
 	if (r > 0 && followed(e))
-		nl_http_bytes(e, fd, 1, buf, (size_t)r, t0);
+		nl_http_feed_bytes(e, fd, 1, buf, (size_t)r, t0);
 }
 
 static void after_iov(struct nl_fd *e, int fd, int out, const struct iovec *iov, size_t n, ssize_t r, int flags,

@@ -1,0 +1,115 @@
+/* The HTTP glue's per-connection state and its feeding's usual case, for
+ * the glue (http.c) and the I/O hooks (io.c), which feed a followed
+ * socket's bytes with no call between the hook and the parser. Private
+ * to hooks/: everything else sees a conn through http.h.
+ */
+#ifndef NL_HTTPCONN_H
+#define NL_HTTPCONN_H
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "check.h"
+#include "fdtable.h"
+#include "h1.h"
+#include "http.h"
+
+/* What the glue keeps per request in flight, by the parser's ring slot.
+ * Times are CLOCK_MONOTONIC microseconds modulo 2^32: their differences are
+ * exact for exchanges shorter than 71 minutes, at a third of the space. */
+struct pending {
+	uint32_t start_us;
+	/* Capped at 4 GiB. Atomic, like the Host fields below: the request stream
+	 * writes it after handing the request over (REQ_END), and a second thread
+	 * reading the response may read it meanwhile. */
+	_Atomic uint32_t request_body;
+	int16_t route;          /* server: route id */
+	uint8_t method : 7;
+	uint8_t minor : 1;      /* the request's HTTP/1.x version */
+	uint8_t name;           /* server: its server name id + 2 (httpmetrics.h) */
+};
+
+enum { NL_SLOT_OPEN = 1, NL_SLOT_COUNTED = 2 };
+
+struct nl_httpconn {
+	struct nl_h1 h1;
+	_Atomic uint8_t busy[2];        /* a direction being fed; a second feeder stops parsing */
+	/* By ring slot: NL_SLOT_OPEN, its request is open (reported when it ends);
+	 * NL_SLOT_COUNTED, counted in active_requests (server, from its head on).
+	 * A byte each, so that every change is one exchange or one
+	 * compare-and-swap, never a loop. */
+	_Atomic uint8_t open[NL_H1_PIPELINE];
+	uint8_t side;                   /* enum nl_fd_http */
+	_Atomic uint8_t fed;            /* bytes were fed: the parser was set up */
+	uint8_t flags;                  /* NL_HTTPCONN_TLS, NL_HTTPCONN_DEST_BY_NAME */
+	_Atomic int16_t dest;           /* client: destination index */
+	_Atomic int16_t host;           /* host id of the last Host value (client), its server name id (server) */
+	_Atomic uint16_t port;
+	uint32_t begin_us;              /* request stream: first byte of the request being read */
+	uint32_t host_key;              /* host_key() of the last Host value; 0 none */
+	struct pending slots[NL_H1_PIPELINE];
+};
+
+_Static_assert(sizeof(struct nl_httpconn) <= NL_HTTPCONN_SIZE, "an HTTP connection's state must stay within 256 bytes");
+
+/* The conns by fd, a chunk of NL_FD_CHUNK mapped at a time (http.c). */
+extern _Atomic(struct nl_httpconn *) nl_httpconn_chunks[NL_FD_CHUNKS];
+
+static inline __attribute__((always_inline)) struct nl_httpconn *nl_httpconn_lookup(int fd)
+{
+	if ((unsigned)fd >= NL_FD_LIMIT)
+		return NULL;
+	struct nl_httpconn *c =
+		atomic_load_explicit(&nl_httpconn_chunks[(unsigned)fd >> NL_FD_CHUNK_BITS], memory_order_acquire);
+	return c ? &c[(unsigned)fd & (NL_FD_CHUNK - 1)] : NULL;
+}
+
+/* One call's feeding, the parser's context for nl_http_on_event. */
+struct nl_http_feed {
+	struct nl_httpconn *c;
+	uint64_t now_ns;        /* read once per call, when an event needs it */
+	struct nl_fd *e;        /* nl_http_feed_bytes: the fd's entry, and */
+	_Atomic uint8_t *busy;  /* the busy flag of the direction it claimed */
+};
+
+/* The parser's sink: the events of one feed (f). */
+void nl_http_on_event(void *ctx, const struct nl_h1_event *ev);
+/* nl_http_feed_bytes past its usual case: a connection's first bytes, another
+ * thread feeding the same direction. */
+void nl_http_bytes_slow(struct nl_fd *e, int fd, int out, const void *buf, size_t n, uint64_t t0_ns)
+	__attribute__((noinline));
+
+/* One buffer's bytes (nl_http_iov in http.h says what), inline in the I/O
+ * hooks: the usual case, a fed connection's direction free, in as few
+ * steps as it takes. What the parser's return needs (the entry, the
+ * direction's busy flag) waits in the feed on the stack rather than in
+ * saved registers. */
+static inline __attribute__((always_inline)) void nl_http_feed_bytes(struct nl_fd *e, int fd, int out, const void *buf,
+								    size_t n, uint64_t t0_ns)
+{
+	NL_HOOK_SCOPE;
+	uint8_t w = atomic_load_explicit(&e->watch, memory_order_acquire);
+	unsigned side = w & NL_WATCH_HTTP;
+	struct nl_httpconn *c = (w & NL_WATCH_FED) && side ? nl_httpconn_lookup(fd) : NULL;
+	if (__builtin_expect(!c, 0)) {
+		if (side)
+			nl_http_bytes_slow(e, fd, out, buf, n, t0_ns);
+		return;
+	}
+	enum nl_h1_dir dir = (side == NL_HTTP_SERVER) == (out != 0) ? NL_H1_RESPONSE : NL_H1_REQUEST;
+	if (__builtin_expect(atomic_load_explicit(&c->fed, memory_order_acquire) != 2 ||
+				     atomic_exchange_explicit(&c->busy[dir], 1, memory_order_acquire),
+			     0)) {
+		nl_http_bytes_slow(e, fd, out, buf, n, t0_ns);
+		return;
+	}
+	struct nl_http_feed f = { .c = c, .now_ns = t0_ns, .e = e, .busy = &c->busy[dir] };
+	bool active = nl_h1_feed(&c->h1, dir, buf, n, nl_http_on_event, &f);
+	atomic_store_explicit(f.busy, 0, memory_order_release);
+	if (!active)
+		nl_fd_http_stop(f.e);
+}
+
+#endif
