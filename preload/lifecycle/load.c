@@ -12,6 +12,7 @@
 #include <sys/auxv.h>
 
 #include "check.h"
+#include "forkpath.h"
 #include "runtime.h"
 #ifdef NL_WITH_HOOKS
 #include "fdtable.h"
@@ -52,4 +53,5 @@ __attribute__((constructor)) static void nl_load(void)
 	nl_runtime_start();
 }
 
-__attribute__((destructor)) static void nl_unload(void) { nl_runtime_unload(); }
+/* Runs in every process, a fork child that recorded nothing too. */
+__attribute__((destructor)) NL_FORK_PATH static void nl_unload(void) { nl_runtime_unload(); }
