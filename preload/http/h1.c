@@ -1446,7 +1446,27 @@ void nl_h1_init(struct nl_h1 *h)
 	memset(h, 0, sizeof *h);
 }
 
+/* Bytes through the states (out of line, so that nl_h1_feed's quick cases
+ * need no stack frame). */
+NOINLINE static bool feed_states(struct nl_h1 *h, struct nl_h1_half *s, const uint8_t *p, size_t n, nl_h1_sink sink,
+				 void *ctx, bool req)
+{
+	struct run r = { h, s, sink, ctx, p + n, n >= 16, n >= 32, req };
+	return parse(&r, p, p + n) && !atomic_load_explicit(&h->stopped, memory_order_relaxed);
+}
+
 #ifdef NL_H1_SIMD
+/* A call at the start of a message that the quick path does not take: fewer
+ * than 32 bytes, a CR pending, or the connection stopped. */
+NOINLINE static bool feed_start(struct nl_h1 *h, bool req, const void *buf, size_t n, nl_h1_sink sink, void *ctx)
+{
+	if (atomic_load_explicit(&h->stopped, memory_order_relaxed))
+		return false;
+	if (!n)
+		return true;
+	return feed_states(h, req ? &h->req : &h->resp, buf, n, sink, ctx, req);
+}
+
 #define Q(name) name##_sse2
 #define Q_TARGET
 #include "h1_quick.h"
@@ -1463,47 +1483,37 @@ void nl_h1_init(struct nl_h1 *h)
 #endif
 #endif
 
-/* Bytes through the states (out of line, so that nl_h1_feed's quick cases
- * need no stack frame). */
-NOINLINE static bool feed_states(struct nl_h1 *h, struct nl_h1_half *s, const uint8_t *p, size_t n, nl_h1_sink sink,
-				 void *ctx, bool req)
-{
-	struct run r = { h, s, sink, ctx, p + n, n >= 16, n >= 32, req };
-	return parse(&r, p, p + n) && !atomic_load_explicit(&h->stopped, memory_order_relaxed);
-}
-
 bool nl_h1_feed(struct nl_h1 *h, enum nl_h1_dir dir, const void *buf, size_t n, nl_h1_sink sink, void *ctx)
 {
+	bool req = dir == NL_H1_REQUEST;
+	struct nl_h1_half *s = req ? &h->req : &h->resp;
+#ifdef NL_H1_SIMD
+	/* The start of a message: the quick path, which tests the rest (the
+	 * usual case, a whole head, with the fewest instructions before it). */
+	if (s->state == S_IDLE) {
+#ifdef NL_H1_AVX2
+		if (nl_h1_avx2)
+			return req ? feed_request_avx2(h, buf, n, sink, ctx) : feed_response_avx2(h, buf, n, sink, ctx);
+#endif
+		return req ? feed_request_sse2(h, buf, n, sink, ctx) : feed_response_sse2(h, buf, n, sink, ctx);
+	}
+#endif
 	if (atomic_load_explicit(&h->stopped, memory_order_relaxed))
 		return false;
 	if (!n)
 		return true;
-	bool req = dir == NL_H1_REQUEST;
-	struct nl_h1_half *s = req ? &h->req : &h->resp;
-	const uint8_t *p = buf;
-	if (s->state == S_IDLE) {
-#ifdef NL_H1_SIMD
-		/* The usual start: a whole message head. */
-		if (n >= 32 && !(s->flags & F_CR)) {
-#ifdef NL_H1_AVX2
-			if (nl_h1_avx2)
-				return req ? feed_request_avx2(h, p, p + n, sink, ctx)
-					   : feed_response_avx2(h, p, p + n, sink, ctx);
-#endif
-			return req ? feed_request_sse2(h, p, p + n, sink, ctx) : feed_response_sse2(h, p, p + n, sink, ctx);
-		}
-#endif
-	} else if ((s->state == S_BODY || s->state == S_CHUNK_DATA) && n < s->remaining) {
+	if ((s->state == S_BODY || s->state == S_CHUNK_DATA) && n < s->remaining) {
 		/* Inside a body that goes on past the call: counted at once, as
 		 * parse would. */
 		s->remaining -= n;
 		s->body_size += n;
 		return !atomic_load_explicit(&h->stopped, memory_order_relaxed);
-	} else if (s->state == S_CLOSE_BODY) {
+	}
+	if (s->state == S_CLOSE_BODY) {
 		s->body_size += n;
 		return !atomic_load_explicit(&h->stopped, memory_order_relaxed);
 	}
-	return feed_states(h, s, p, n, sink, ctx, req);
+	return feed_states(h, s, buf, n, sink, ctx, req);
 }
 
 void nl_h1_close(struct nl_h1 *h, nl_h1_sink sink, void *ctx)

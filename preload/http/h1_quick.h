@@ -346,11 +346,14 @@ Q_TARGET static QUICK const uint8_t *Q(response_quick)(const struct run *r, cons
 	return parse_fields(r, p, e);
 }
 
-/* A call of 32 bytes or more at the start of a message: its head the quick
- * way, then the rest through the states. */
-Q_TARGET NOINLINE static bool Q(feed_request)(struct nl_h1 *h, const uint8_t *p, const uint8_t *e, nl_h1_sink sink,
-					       void *ctx)
+/* A call at the start of a message: when it has 32 bytes or more (and no
+ * CR is pending, and the connection is followed), its head the quick way,
+ * then the rest through the states; anything else feed_start. */
+Q_TARGET NOINLINE static bool Q(feed_request)(struct nl_h1 *h, const void *buf, size_t n, nl_h1_sink sink, void *ctx)
 {
+	if (n < 32 || (h->req.flags & F_CR) || atomic_load_explicit(&h->stopped, memory_order_relaxed))
+		return feed_start(h, true, buf, n, sink, ctx);
+	const uint8_t *p = buf, *e = p + n;
 	struct run r = { h, &h->req, sink, ctx, e, true, true, true };
 	p = Q(request_quick)(&r, p, e);
 	if (!p || (p != e && !parse(&r, p, e)))
@@ -358,13 +361,14 @@ Q_TARGET NOINLINE static bool Q(feed_request)(struct nl_h1 *h, const uint8_t *p,
 	return !atomic_load_explicit(&h->stopped, memory_order_relaxed);
 }
 
-Q_TARGET NOINLINE static bool Q(feed_response)(struct nl_h1 *h, const uint8_t *p, const uint8_t *e, nl_h1_sink sink,
-						void *ctx)
+Q_TARGET NOINLINE static bool Q(feed_response)(struct nl_h1 *h, const void *buf, size_t n, nl_h1_sink sink, void *ctx)
 {
+	if (n < 32 || (h->resp.flags & F_CR) || atomic_load_explicit(&h->stopped, memory_order_relaxed))
+		return feed_start(h, false, buf, n, sink, ctx);
+	const uint8_t *p = buf, *e = p + n;
 	struct run r = { h, &h->resp, sink, ctx, e, true, true, false };
 	p = Q(response_quick)(&r, p, e);
 	if (!p || (p != e && !parse(&r, p, e)))
 		return false;
 	return !atomic_load_explicit(&h->stopped, memory_order_relaxed);
 }
-
