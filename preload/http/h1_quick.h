@@ -268,7 +268,7 @@ Q_TARGET static QUICK const uint8_t *Q(response_end)(const struct run *r, const 
 	uint8_t head = atomic_load_explicit(&h->ring_head, memory_order_relaxed);
 	unsigned slot = ring_slot(head);
 	/* Final, no upgrade, a body framed by Content-Length alone. */
-	if (__builtin_expect(st < 200 || h->ring_kind[slot] != K_OTHER || st == 204 || st == 304 ||
+	if (__builtin_expect((st != 200 && (st < 200 || st == 204 || st == 304)) || h->ring_kind[slot] != K_OTHER ||
 				     (s->flags & (F_CL | F_TE)) != F_CL,
 			     0))
 		return section_done(r) ? p + 2 : NULL;
@@ -310,16 +310,24 @@ Q_TARGET static QUICK const uint8_t *Q(response_quick)(const struct run *r, cons
 	message_begin(s);
 	/* "HTTP/1.x 200" and SP, CR or LF. */
 	int minor = version_word(p);
-	unsigned d0 = (unsigned)(p[9] - '0'), d1 = (unsigned)(p[10] - '0'), d2 = (unsigned)(p[11] - '0');
 	uint8_t after = p[12];
-	if (minor < 0 || p[8] != ' ' || d0 - 1 >= 9 || d1 >= 10 || d2 >= 10 ||
-	    (after != ' ' && after != '\r' && after != '\n')) {
+	unsigned status;
+	if (load32(p + 8) == load32(" 200")) {
+		/* The usual code by a word. */
+		status = 200;
+	} else {
+		unsigned d0 = (unsigned)(p[9] - '0'), d1 = (unsigned)(p[10] - '0'), d2 = (unsigned)(p[11] - '0');
+		if (p[8] != ' ' || d0 - 1 >= 9 || d1 >= 10 || d2 >= 10)
+			minor = -1;
+		status = d0 * 100 + d1 * 10 + d2;
+	}
+	if (minor < 0 || (after != ' ' && after != '\r' && after != '\n')) {
 		s->sub = 1;
 		s->state = S_RESP_VERSION;
 		return p + 1;
 	}
 	s->flags |= (uint16_t)((unsigned)minor * F_MINOR1);
-	s->status = (uint16_t)(d0 * 100 + d1 * 10 + d2);
+	s->status = (uint16_t)status;
 	/* The reason phrase, its '\n' in the 16 bytes from the code's end. */
 	unsigned mn = eq_mask(_mm_loadu_si128((const __m128i *)(const void *)(p + 12)), '\n');
 	if (!mn) {
