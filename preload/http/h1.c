@@ -48,7 +48,7 @@
 
 #include <string.h>
 
-bool nl_h1_avx2;
+_Atomic bool nl_h1_avx2;
 
 _Static_assert(sizeof(struct nl_h1) <= 192, "one struct nl_h1 per connection: keep it small");
 _Static_assert(256 % NL_H1_PIPELINE == 0, "ring indexes wrap at 256");
@@ -183,16 +183,22 @@ static inline uint32_t load32(const void *p)
 #include <emmintrin.h>
 #define NL_H1_SIMD 1
 
-/* Where the CPU has AVX2 (checked at load time), field lines are scanned
- * 32 bytes at a time. */
+/* Where the CPU has AVX2, field lines are scanned 32 bytes at a time. The
+ * CPU is asked when the first parser is set up, not at load: CPUID traps to
+ * the hypervisor in a virtual machine, a cost every exec of a program that
+ * never speaks HTTP would pay. */
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__)) && !defined(NL_H1_NO_AVX2)
 #include <immintrin.h>
 #define NL_H1_AVX2 1
 
-__attribute__((constructor)) static void h1_cpu(void)
+static void h1_cpu(void)
 {
+	static _Atomic bool asked;
+	if (atomic_load_explicit(&asked, memory_order_acquire))
+		return;
 	__builtin_cpu_init();
-	nl_h1_avx2 = __builtin_cpu_supports("avx2");
+	atomic_store(&nl_h1_avx2, __builtin_cpu_supports("avx2"));
+	atomic_store_explicit(&asked, true, memory_order_release);
 }
 #endif
 
@@ -1444,6 +1450,10 @@ NOINLINE static bool parse(const struct run *r, const uint8_t *p, const uint8_t 
 void nl_h1_init(struct nl_h1 *h)
 {
 	memset(h, 0, sizeof *h);
+#ifdef NL_H1_AVX2
+	h1_cpu();
+	h->avx2 = atomic_load_explicit(&nl_h1_avx2, memory_order_relaxed);
+#endif
 }
 
 /* Bytes through the states (out of line, so that nl_h1_feed's quick cases
@@ -1492,7 +1502,7 @@ bool nl_h1_feed(struct nl_h1 *h, enum nl_h1_dir dir, const void *buf, size_t n, 
 	 * usual case, a whole head, with the fewest instructions before it). */
 	if (s->state == S_IDLE) {
 #ifdef NL_H1_AVX2
-		if (nl_h1_avx2)
+		if (h->avx2)
 			return req ? feed_request_avx2(h, buf, n, sink, ctx) : feed_response_avx2(h, buf, n, sink, ctx);
 #endif
 		return req ? feed_request_sse2(h, buf, n, sink, ctx) : feed_response_sse2(h, buf, n, sink, ctx);

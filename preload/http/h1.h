@@ -116,6 +116,7 @@ struct nl_h1 {
 	_Atomic uint8_t ring_head;      /* next slot the response stream answers */
 	_Atomic uint8_t ring_tail;      /* next slot the request stream fills */
 	_Atomic uint8_t stopped;        /* not HTTP, malformed, or upgraded */
+	bool avx2;                      /* nl_h1_avx2 when the connection started */
 	uint8_t ring_kind[NL_H1_PIPELINE];   /* per pending request: HEAD, CONNECT, other */
 	char buf[NL_H1_METHOD_MAX + NL_H1_TARGET_MAX];   /* request stream only */
 };
@@ -138,10 +139,11 @@ bool nl_h1_feed_opaque(struct nl_h1 *h, enum nl_h1_dir dir, size_t n, nl_h1_sink
  * response is reported as NL_H1_ABORTED, oldest first. */
 void nl_h1_close(struct nl_h1 *h, nl_h1_sink sink, void *ctx);
 
-/* Whether whole field lines are scanned with AVX2: set when the library
- * loads, from the CPU (x86-64). The outcome is the same either way; tests
- * clear it to run the SSE2 code as well. */
-extern bool nl_h1_avx2;
+/* Whether whole field lines are scanned with AVX2, for connections that
+ * start from now on: set from the CPU (x86-64) by the first nl_h1_init. The
+ * outcome is the same either way; tests clear it to run the SSE2 code as
+ * well. */
+extern _Atomic bool nl_h1_avx2;
 
 /* True while the connection is still parsed. */
 static inline bool nl_h1_active(const struct nl_h1 *h)
