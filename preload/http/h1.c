@@ -188,16 +188,32 @@ static inline uint32_t load32(const void *p)
  * the hypervisor in a virtual machine, a cost every exec of a program that
  * never speaks HTTP would pay. */
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__)) && !defined(NL_H1_NO_AVX2)
+#include <cpuid.h>
 #include <immintrin.h>
 #define NL_H1_AVX2 1
+
+/* Asked with CPUID itself: __builtin_cpu_supports would link libgcc's CPU
+ * model, whose constructor asks at load after all. AVX2 needs the OS to
+ * save the YMM registers too (XCR0 bits 1 and 2). */
+static bool cpu_has_avx2(void)
+{
+	unsigned a, b, c, d;
+	if (!__get_cpuid(1, &a, &b, &c, &d) || !(c & bit_OSXSAVE) || !(c & bit_AVX))
+		return false;
+	unsigned xcr0, xcr0_hi;
+	__asm__ volatile("xgetbv" : "=a"(xcr0), "=d"(xcr0_hi) : "c"(0));
+	(void)xcr0_hi;
+	if ((xcr0 & 6) != 6 || !__get_cpuid_count(7, 0, &a, &b, &c, &d))
+		return false;
+	return (b & bit_AVX2) != 0;
+}
 
 static void h1_cpu(void)
 {
 	static _Atomic bool asked;
 	if (atomic_load_explicit(&asked, memory_order_acquire))
 		return;
-	__builtin_cpu_init();
-	atomic_store(&nl_h1_avx2, __builtin_cpu_supports("avx2"));
+	atomic_store(&nl_h1_avx2, cpu_has_avx2());
 	atomic_store_explicit(&asked, true, memory_order_release);
 }
 #endif
