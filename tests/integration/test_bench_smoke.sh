@@ -89,6 +89,8 @@ rows=(
 	"CPU to spawn and reap /bin/true many times (an empty .so preloaded"
 	"CPU to spawn and reap /bin/true many times (plain LD_PRELOAD"
 	"CPU to spawn and reap /bin/true many times (nemolens-run"
+	"page faults per spawned /bin/true, the shell's fork included (an empty .so preloaded"
+	"page faults per spawned /bin/true, the shell's fork included (plain LD_PRELOAD"
 	"RSS added to an idle Python process after its first export (plain LD_PRELOAD)"
 	"RSS added to an idle Python process after its first export (nemolens-run)"
 	"threads and sockets of the shim in a program under nemolens-run"
