@@ -11,6 +11,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "loadpath.h"
 #include "real.h"
 
 static _Atomic int log_level = NL_LOG_WARN;
@@ -27,15 +28,17 @@ static char log_path[PATH_MAX];         /* written before log_output says FILE *
 #define SEEN_MAX 128
 static _Atomic unsigned long seen[SEEN_MAX];
 
-static dev_t stderr_dev;
-static ino_t stderr_ino;
-static int stderr_known;
+NL_LOAD_STATE static dev_t stderr_dev;
+NL_LOAD_STATE static ino_t stderr_ino;
+NL_LOAD_STATE static int stderr_known;
 
-void nl_log_init(void)
+NL_LOAD_PATH void nl_log_init(void)
 {
 	struct stat st;
 	int saved = errno;
-	if (fstat(STDERR_FILENO, &st) == 0) {
+	/* fstat() passes fstatat a "" of libc's own, on a page the kernel then
+	 * faults in to read it: this one is on a page the load reads anyway. */
+	if (fstatat(STDERR_FILENO, "", &st, AT_EMPTY_PATH) == 0) {
 		stderr_dev = st.st_dev;
 		stderr_ino = st.st_ino;
 		stderr_known = 1;
@@ -53,7 +56,7 @@ int nl_log_stderr_ok(void)
 	return ok;
 }
 
-int nl_log_set_output(enum nl_log_output out, const char *path)
+NL_LOAD_PATH int nl_log_set_output(enum nl_log_output out, const char *path)
 {
 	if (out == NL_LOG_TO_FILE) {
 		if (!path || path[0] != '/' || strlen(path) >= sizeof log_path)
@@ -65,9 +68,9 @@ int nl_log_set_output(enum nl_log_output out, const char *path)
 }
 
 enum nl_log_output nl_log_get_output(void) { return (enum nl_log_output)atomic_load(&log_output); }
-void nl_log_set_outermost(int yes) { atomic_store(&outermost_pid, yes ? (int)getpid() : 0); }
+NL_LOAD_PATH void nl_log_set_outermost(int yes) { atomic_store(&outermost_pid, yes ? (int)getpid() : 0); }
 
-void nl_log_set_level(enum nl_log_level level) { atomic_store(&log_level, level); }
+NL_LOAD_PATH void nl_log_set_level(enum nl_log_level level) { atomic_store(&log_level, level); }
 enum nl_log_level nl_log_get_level(void) { return atomic_load(&log_level); }
 
 static unsigned long hash_key(const char *key)

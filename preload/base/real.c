@@ -6,6 +6,8 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include "loadpath.h"
+
 /* Calling a function that no later object defines (close_range on an old
  * glibc, say) must behave as if the call failed: ENOSYS. */
 static long missing(void)
@@ -14,7 +16,7 @@ static long missing(void)
 	return -1;
 }
 
-static void *resolve(const char *name)
+NL_LOAD_PATH static void *resolve(const char *name)
 {
 	int saved = errno;
 	void *p = dlsym(RTLD_NEXT, name);
@@ -23,7 +25,7 @@ static void *resolve(const char *name)
 }
 
 #define NL_REAL_RESOLVER(ret, name, ...)                                               \
-	nl_##name##_fn nl_resolve_##name(void)                                         \
+	NL_LOAD_PATH nl_##name##_fn nl_resolve_##name(void)                            \
 	{                                                                              \
 		nl_##name##_fn f = (nl_##name##_fn)resolve(#name);                     \
 		__atomic_store_n(&nl_real_##name##_ptr, f, __ATOMIC_RELEASE);          \
@@ -64,7 +66,7 @@ nl_fcntl64_fn nl_real_fcntl64_ptr = first_fcntl64;
 static void first_closefrom(int fd) { nl_resolve_closefrom()(fd); }
 nl_closefrom_fn nl_real_closefrom_ptr = first_closefrom;
 
-void nl_real_init(void)
+NL_LOAD_PATH void nl_real_init(void)
 {
 #define NL_REAL_RESOLVE(ret, name, ...) nl_resolve_##name();
 	NL_REAL_FUNCS(NL_REAL_RESOLVE)

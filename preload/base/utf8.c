@@ -4,7 +4,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-size_t nl_utf8_seq(const unsigned char *s, size_t n, size_t *bad_len)
+#include "loadpath.h"
+
+NL_LOAD_PATH size_t nl_utf8_seq(const unsigned char *s, size_t n, size_t *bad_len)
 {
 	unsigned char c = s[0], lo = 0x80, hi = 0xBF;
 	size_t need;
@@ -39,7 +41,7 @@ bool nl_utf8_valid(const char *str, size_t n)
 	return true;
 }
 
-char *nl_utf8_sanitized_dup(const char *s)
+NL_LOAD_PATH char *nl_utf8_sanitized_dup(const char *s)
 {
 	size_t n = strlen(s);
 	char *out = malloc(n + 1);

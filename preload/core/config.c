@@ -1,5 +1,6 @@
 #include "config.h"
 #include "route.h"
+#include "loadpath.h"
 #include "utf8.h"
 
 #include <ctype.h>
@@ -16,7 +17,7 @@
 
 /* ---- value parsers ------------------------------------------------------ */
 
-int nl_parse_bool(const char *s, bool *out)
+NL_LOAD_PATH int nl_parse_bool(const char *s, bool *out)
 {
 	static const char *const yes[] = { "true", "1", "yes", "on" };
 	static const char *const no[] = { "false", "0", "no", "off" };
@@ -33,7 +34,7 @@ int nl_parse_bool(const char *s, bool *out)
 	return -1;
 }
 
-int nl_parse_ms(const char *s, long *out)
+NL_LOAD_PATH int nl_parse_ms(const char *s, long *out)
 {
 	long v = 0;
 	const char *p = s;
@@ -49,6 +50,24 @@ int nl_parse_ms(const char *s, long *out)
 	while (*p == ' ')
 		p++;
 	if (*p)
+		return -1;
+	*out = v;
+	return 0;
+}
+
+/* By hand, not strtol: every process under the shim reads a pid at load
+ * (NL_ENV_OUTERMOST), and strtol's code and tables are pages of libc that
+ * nothing else there touches. */
+NL_LOAD_PATH int nl_parse_pid(const char *s, long *out)
+{
+	long v = 0;
+	const char *p = s;
+	for (; *p >= '0' && *p <= '9'; p++) {
+		v = v * 10 + (*p - '0');
+		if (v > 2147483647L)
+			return -1;
+	}
+	if (p == s || *p || v == 0)
 		return -1;
 	*out = v;
 	return 0;
@@ -182,14 +201,14 @@ static void invalid(const char *name, const char *value, const char *expect)
 /* Reads the first of names[] that is set; returns whether one was valid.
  * The specification allows only "true" and "false" (any case) for OTEL_*
  * booleans; the shim's and NeMo Gym's own also take 1/0, yes/no, on/off. */
-int nl_parse_flag(const char *name, const char *s, bool *out)
+NL_LOAD_PATH int nl_parse_flag(const char *name, const char *s, bool *out)
 {
 	if (strncmp(name, "OTEL_", 5) == 0 && strcasecmp(s, "true") != 0 && strcasecmp(s, "false") != 0)
 		return -1;
 	return nl_parse_bool(s, out);
 }
 
-static bool env_bool(const struct env *e, const char *const *names, bool *out)
+NL_LOAD_PATH static bool env_bool(const struct env *e, const char *const *names, bool *out)
 {
 	for (; *names; names++) {
 		const char *v = env_get(e, *names);
@@ -202,7 +221,7 @@ static bool env_bool(const struct env *e, const char *const *names, bool *out)
 	return false;
 }
 
-static void env_ms(const struct env *e, const char *name, long *out, long min)
+NL_LOAD_PATH static void env_ms(const struct env *e, const char *name, long *out, long min)
 {
 	const char *v = env_get(e, name);
 	long ms;
@@ -221,7 +240,7 @@ static char *env_dup(const struct env *e, const char *name)
 }
 
 /* The METRICS_ specific variable wins over the generic one. */
-static const char *env_otlp(const struct env *e, const char *suffix, const char **which)
+NL_LOAD_PATH static const char *env_otlp(const struct env *e, const char *suffix, const char **which)
 {
 	/* Joined by hand, not by snprintf: every process reads these at load. */
 	static __thread char name[80];
@@ -242,9 +261,18 @@ static const char *env_otlp(const struct env *e, const char *suffix, const char 
 	return v;
 }
 
-static bool is_http_url(const char *s)
+/* s starts with lower, in any case; by hand, as nl_parse_pid. */
+NL_LOAD_PATH static bool starts_nocase(const char *s, const char *lower)
 {
-	return strncasecmp(s, "http://", 7) == 0 || strncasecmp(s, "https://", 8) == 0;
+	for (; *lower; s++, lower++)
+		if ((*s >= 'A' && *s <= 'Z' ? *s + ('a' - 'A') : *s) != *lower)
+			return false;
+	return true;
+}
+
+NL_LOAD_PATH static bool is_http_url(const char *s)
+{
+	return starts_nocase(s, "http://") || starts_nocase(s, "https://");
 }
 
 static void load_endpoint(struct nl_config *cfg, const struct env *e)
@@ -381,12 +409,11 @@ static void load_log_level(struct nl_config *cfg, const struct env *e)
 /* Where warnings go and whether this process is the outermost shim process:
  * decided before any warning, and the level as well, so that the warnings
  * about these variables themselves go where the valid ones say. */
-static void load_log_output(struct nl_config *cfg, const struct env *e)
+NL_LOAD_PATH static void load_log_output(struct nl_config *cfg, const struct env *e)
 {
 	const char *outer = env_get(e, NL_ENV_OUTERMOST);
-	char *end = NULL;
-	long pid = outer ? strtol(outer, &end, 10) : 0;
-	cfg->outermost = !outer || (end && !*end && pid == (long)getpid());
+	long pid;
+	cfg->outermost = !outer || (nl_parse_pid(outer, &pid) == 0 && pid == (long)getpid());
 	nl_log_set_outermost(cfg->outermost);
 
 	const char *v = env_get(e, "NEMOLENS_LOG_PATH");
@@ -534,7 +561,7 @@ static void load_adopt(struct nl_config *cfg, const struct env *e)
 	cfg->runtime_dir = env_dup(e, "XDG_RUNTIME_DIR");
 }
 
-void nl_config_load(struct nl_config *cfg, nl_getenv_fn get, const char *program_name)
+NL_LOAD_PATH void nl_config_load(struct nl_config *cfg, nl_getenv_fn get, const char *program_name)
 {
 	struct env e = { get };
 	static const char *const enabled[] = { "NEMOLENS_ENABLED", "NEMO_GYM_OTEL_ENABLED", NULL };

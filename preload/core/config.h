@@ -92,6 +92,8 @@ void nl_config_free(struct nl_config *cfg);
  * -1 (leaving *out untouched) on an invalid value. */
 int nl_parse_bool(const char *s, bool *out);
 int nl_parse_ms(const char *s, long *out);
+/* A process id: decimal digits only, 1 to 2^31 - 1. */
+int nl_parse_pid(const char *s, long *out);
 /* "k1=v1,k2=v2" with percent-decoding of keys and values (W3C baggage style, as
  * OTEL_RESOURCE_ATTRIBUTES and OTEL_EXPORTER_OTLP_HEADERS). Returns the number of
  * pairs stored (at most max), or -1 when the whole value is malformed. */

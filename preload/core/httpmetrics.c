@@ -12,24 +12,26 @@
 #include "dest.h"
 #include "h1.h"
 #include "instruments.h"
+#include "loadpath.h"
 #include "log.h"
 #include "registry.h"
 #include "route.h"
 #include "state.h"
 
-bool nl_http_server_on, nl_http_client_on;
+NL_LOAD_STATE bool nl_http_server_on;
+NL_LOAD_STATE bool nl_http_client_on;
 
-static bool semconv_dup;
-static bool gym_attrs;          /* active requests carry Gym's attributes too */
-static bool gym_on;
+NL_LOAD_STATE static bool semconv_dup;
+NL_LOAD_STATE static bool gym_attrs; /* active requests carry Gym's attributes too */
+NL_LOAD_STATE static bool gym_on;
 static int route_rollout = NL_ROUTE_NONE, route_verify = NL_ROUTE_NONE;   /* made with the route tables */
 
 /* ---- methods ---------------------------------------------------------------- */
 
 #define METHOD_LEN 24
-static char methods[NL_HTTP_METHODS_MAX + 1][METHOD_LEN];
-static size_t method_len[NL_HTTP_METHODS_MAX + 1];
-static unsigned n_methods;
+NL_LOAD_STATE static char methods[NL_HTTP_METHODS_MAX + 1][METHOD_LEN];
+NL_LOAD_STATE static size_t method_len[NL_HTTP_METHODS_MAX + 1];
+NL_LOAD_STATE static unsigned n_methods;
 static unsigned method_post = NL_HTTP_METHODS_MAX;   /* index of POST, for Gym's endpoints */
 unsigned char nl_http_method_get = NL_HTTP_METHODS_MAX, nl_http_method_post = NL_HTTP_METHODS_MAX;
 
@@ -37,9 +39,9 @@ unsigned char nl_http_method_get = NL_HTTP_METHODS_MAX, nl_http_method_post = NL
  * from every other (its first and last 4 bytes, which overlap below 8; below
  * 4, its first, middle and last), so that finding it is one compare per
  * known method, with loads of fixed sizes. */
-static uint64_t method_word[NL_HTTP_METHODS_MAX + 1];
+NL_LOAD_STATE static uint64_t method_word[NL_HTTP_METHODS_MAX + 1];
 
-static uint64_t word_of(const char *m, size_t n)
+NL_LOAD_PATH static uint64_t word_of(const char *m, size_t n)
 {
 	if (n >= 4) {
 		uint32_t lo, hi;
@@ -56,14 +58,14 @@ static uint64_t word_of(const char *m, size_t n)
  * compare; a slot two methods want keeps the first, the other is found by
  * the loop. */
 #define METHOD_SLOTS 64
-static uint8_t method_slot[METHOD_SLOTS];
+NL_LOAD_STATE static uint8_t method_slot[METHOD_SLOTS];
 
 static inline unsigned method_hash(uint64_t w, size_t n)
 {
 	return (unsigned)(((w + n) * 0x9E3779B97F4A7C15ull) >> 58);
 }
 
-static void add_method(const char *m, size_t n)
+NL_LOAD_PATH static void add_method(const char *m, size_t n)
 {
 	if (n == 0 || n >= METHOD_LEN || n_methods >= NL_HTTP_METHODS_MAX)
 		return;
@@ -81,12 +83,14 @@ static void add_method(const char *m, size_t n)
 
 /* The semantic conventions' known methods, or OTEL_INSTRUMENTATION_HTTP_KNOWN_METHODS
  * (comma-separated, case-sensitive), which replaces them. */
-static void configure_methods(const char *known)
+NL_LOAD_PATH static void configure_methods(const char *known)
 {
 	static const char defaults[] = "CONNECT,DELETE,GET,HEAD,OPTIONS,PATCH,POST,PUT,TRACE,QUERY";
 	const char *p = known && *known ? known : defaults;
 	while (*p) {
-		size_t n = strcspn(p, ",");
+		size_t n = 0;
+		while (p[n] && p[n] != ',')   /* (not strcspn: a libc page of its own at load) */
+			n++;
 		const char *m = p;
 		size_t k = n;
 		while (k && *m == ' ')
@@ -166,8 +170,8 @@ static uint64_t path_hash(const char *t, size_t n, bool truncated)
  * its signals blocked while it makes them itself, so that a handler that
  * interrupts it cannot wait for its own thread. */
 enum { ROUTES_NONE, ROUTES_MAKING, ROUTES_READY };
-static _Atomic int routes_state;
-static const struct nl_config *route_cfg;   /* the runtime's, which lives as long as the process */
+NL_LOAD_STATE static _Atomic int routes_state;
+NL_LOAD_STATE static const struct nl_config *route_cfg; /* the runtime's, which lives as long as the process */
 
 static void route_warning(const char *pattern, const char *why)
 {
@@ -647,9 +651,16 @@ static inline __attribute__((always_inline)) void count_ended(unsigned method, b
 
 void nl_http_server_ended(unsigned method, bool tls, int name) { count_ended(method, tls, name); }
 
+/* The instruments are made by the first record's kick (runtime.c). */
+static __attribute__((noinline)) bool made_by_kick(struct nl_instrument *const *i)
+{
+	nl_runtime_kick();
+	return *i != NULL;
+}
+
 void nl_http_server_done(const struct nl_http_exchange *x)
 {
-	if (!i_server)
+	if (!i_server && !made_by_kick(&i_server))
 		return;
 	struct cell *c = cell_for(false, x);
 	double s = (double)(int64_t)x->duration_ns / 1e9;   /* (below 2^63: the glue's durations are 32-bit microseconds) */
@@ -679,16 +690,17 @@ void nl_http_server_done(const struct nl_http_exchange *x)
 
 void nl_http_client_done(const struct nl_http_exchange *x)
 {
+	/* Kicked first: the first record makes the instruments. */
+	nl_runtime_kick();
 	if (!i_client)
 		return;
-	nl_runtime_kick();
 	struct cell *c = cell_for(true, x);
 	nl_hist_record(i_client, series_of(c, S_DURATION), (double)(int64_t)x->duration_ns / 1e9);
 }
 
 /* ---- setup ------------------------------------------------------------------ */
 
-void nl_httpmetrics_init(const struct nl_config *cfg)
+NL_LOAD_PATH void nl_httpmetrics_init(const struct nl_config *cfg)
 {
 	if (!cfg->http_server && !cfg->http_client)
 		return;
@@ -703,6 +715,15 @@ void nl_httpmetrics_init(const struct nl_config *cfg)
 		for (size_t i = 0; i < ROUTE_CACHE; i++)
 			atomic_store(&route_cache[i], 0);
 	route_cfg = cfg;
+	gym_on = cfg->gym_endpoints && cfg->http_server;
+	nl_http_server_on = cfg->http_server;
+	nl_http_client_on = cfg->http_client;
+}
+
+void nl_httpmetrics_register(void)
+{
+	if (!nl_http_server_on && !nl_http_client_on)
+		return;
 	/* Room for the series hooks create: every combination, three series each. */
 	nl_registry_reserve_static(CELLS * 3 + 4 * NL_HTTP_SERVER_NAMES_MAX + 2 * (NL_HTTP_METHODS_MAX + 1));
 	i_server = nl_inst(NL_I_HTTP_SERVER_DURATION);
@@ -722,7 +743,6 @@ void nl_httpmetrics_init(const struct nl_config *cfg)
 	if (semconv_dup)
 		overflow_cell[0].s[S_DURATION_OLD] = nl_instrument_overflow(i_server_old);
 	overflow_cell[1].s[S_DURATION] = nl_instrument_overflow(i_client);
-	gym_on = cfg->gym_endpoints && cfg->http_server;
 	if (gym_on) {
 		i_rollout = nl_inst(NL_I_GYM_ROLLOUT_MS);
 		i_verify = nl_inst(NL_I_GYM_VERIFY_MS);
@@ -731,6 +751,4 @@ void nl_httpmetrics_init(const struct nl_config *cfg)
 		s_verify = i_verify ? nl_series_get(i_verify, NULL, 0) : NULL;
 		s_success = i_success ? nl_series_get(i_success, NULL, 0) : NULL;
 	}
-	nl_http_server_on = cfg->http_server;
-	nl_http_client_on = cfg->http_client;
 }

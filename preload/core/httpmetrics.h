@@ -3,10 +3,11 @@
  * by the HTTP glue in hooks/ as the parser reports requests and responses.
  *
  * Every function here is lock-free, allocation-free and async-signal-safe:
- * the instruments, the route table and the per-method series are made ahead
- * of time by nl_httpmetrics_init; series for new (route, method, status, ...)
- * combinations come from the registry's reserved room, found again through
- * a fixed open-addressing table keyed by the combination.
+ * the instruments are made ahead of time, by nl_httpmetrics_register at the
+ * process's first record (the route table by its first request); series for
+ * new (route, method, status, ...) combinations come from the registry's
+ * reserved room, found again through a fixed open-addressing table keyed by
+ * the combination.
  */
 #ifndef NL_HTTPMETRICS_H
 #define NL_HTTPMETRICS_H
@@ -22,7 +23,11 @@
 /* Which sides are parsed (false until init, and when NEMOLENS_HTTP says so). */
 extern bool nl_http_server_on, nl_http_client_on;
 
+/* From the constructor: the configuration, and which sides are parsed. */
 void nl_httpmetrics_init(const struct nl_config *cfg);
+/* From the first record, before anything is written (state.h): the
+ * instruments, with room for the series the hooks create. */
+void nl_httpmetrics_register(void);
 
 /* The method index of a request's method: a known method, else _OTHER. */
 unsigned nl_http_method(const char *m, size_t n);

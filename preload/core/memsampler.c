@@ -73,6 +73,7 @@
 
 #include "clock.h"
 #include "instruments.h"
+#include "loadpath.h"
 #include "log.h"
 #include "procfs.h"
 #include "segment.h"
@@ -136,8 +137,10 @@ struct mtree {
 	bool seen;                      /* in this round's listing */
 };
 
-static struct mtree self = { .peak = { -1, -1 }, .host_peak = -1 };
-static bool active;
+/* Zeroed, not initialised: the peaks are set by nl_memsampler_init, so
+ * that this stays out of the data page every process writes at load. */
+static struct mtree self;
+NL_LOAD_STATE static bool active;
 static uint64_t page_size = 4096;
 static uint64_t interval_ns;
 static double pss_budget = 0.01;        /* fraction of one core; 0 = no PSS */
@@ -359,10 +362,11 @@ static void register_instruments(const struct nl_config *cfg)
 	}
 }
 
-void nl_memsampler_init(const struct nl_config *cfg)
+NL_LOAD_PATH void nl_memsampler_init(const struct nl_config *cfg)
 {
 	if (!cfg->memory_profiling)
 		return;
+	self.peak[MEM_RSS] = self.peak[MEM_PSS] = self.host_peak = -1;
 	self.pid = getpid();
 	long ps = sysconf(_SC_PAGESIZE);
 	if (ps > 0)
@@ -410,7 +414,7 @@ void nl_memsampler_init(const struct nl_config *cfg)
 		 cfg->server_name ? cfg->server_name : "", pss_budget * 100);
 }
 
-bool nl_memsampler_active(void)
+NL_LOAD_PATH bool nl_memsampler_active(void)
 {
 	return active;
 }

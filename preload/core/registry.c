@@ -7,6 +7,7 @@
 
 #include "check.h"
 #include "forkpath.h"
+#include "loadpath.h"
 
 /* Instruments and series are only ever added, never removed while the process
  * runs, so readers walk the lists without locks; `create_lock` only orders
@@ -135,7 +136,7 @@ static bool series_init(struct nl_series *s, enum nl_kind kind, const struct nl_
 	return true;
 }
 
-void nl_registry_set_cardinality_limit(size_t limit) { atomic_store(&cardinality_limit, limit ? limit : 1); }
+NL_LOAD_PATH void nl_registry_set_cardinality_limit(size_t limit) { atomic_store(&cardinality_limit, limit ? limit : 1); }
 
 static struct nl_instrument *find_instrument(const char *name)
 {

@@ -31,6 +31,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "loadpath.h"
 #include "log.h"
 #include "forkpath.h"
 #include "registry.h"
@@ -48,10 +49,10 @@
 
 enum { MODE_NONE, MODE_ANON, MODE_FILE };
 
-char *nl_seg_base;
+NL_LOAD_STATE char *nl_seg_base;
 static int mode;
-static uint64_t own_key;                /* delivery key, part of this process's file names */
-static pid_t self_pid;
+NL_LOAD_STATE static uint64_t own_key;  /* delivery key, part of this process's file names */
+NL_LOAD_STATE static pid_t self_pid;
 static dev_t seg_dev;
 static ino_t seg_ino;
 static _Atomic bool full;               /* the arena cannot grow: allocations fail */
@@ -60,12 +61,12 @@ static _Atomic bool full;               /* the arena cannot grow: allocations fa
  * anonymous memory. 0 file, 1 switching, 2 anonymous, 3 failed. */
 static _Atomic int tail;
 static _Atomic bool published;
-static bool want_file;                  /* the directory is usable: the arena becomes a file when it publishes */
+NL_LOAD_STATE static bool want_file;    /* the directory is usable: the arena becomes a file when it publishes */
 /* A fork child that has not recorded yet: its arena is still its parent's
  * file, which it only reads, until its first record gives it a file of its
  * own (to_file). A child that only execs, as a shell's do, copies nothing. */
 static bool inherited;
-static bool predecessor;
+NL_LOAD_STATE static bool predecessor;
 static char dir_path[PATH_MAX];         /* validated private directory, "" when none */
 static char own_name[96];
 static char boot_id[40];                /* read once; the same for every process of this boot */
@@ -75,7 +76,7 @@ static void remove_name(void);
 
 /* ---- small helpers, async-signal-safe --------------------------------------- */
 
-static size_t put_dec(char *out, uint64_t v)
+NL_LOAD_PATH static size_t put_dec(char *out, uint64_t v)
 {
 	char tmp[24];
 	size_t n = 0;
@@ -96,7 +97,7 @@ static size_t put_hex64(char *out, uint64_t v)
 }
 
 /* "<key>-<pid>": the name of a process's segment. */
-static size_t seg_name(char *out, uint64_t key, uint64_t pid)
+NL_LOAD_PATH static size_t seg_name(char *out, uint64_t key, uint64_t pid)
 {
 	size_t n = put_hex64(out, key);
 	out[n++] = '-';
@@ -243,7 +244,7 @@ static int setup_dir(const struct nl_config *cfg);
  * process that records nothing and delivers nothing never looks. Once,
  * by whichever thread comes first; the others wait for it (the shim's
  * threads and the first record hold signals meanwhile). */
-static const struct nl_config *dir_cfg;
+NL_LOAD_STATE static const struct nl_config *dir_cfg;
 static _Atomic int dir_state;           /* 0 not yet, 1 being set up, 2 done */
 
 static int open_dir(void)
@@ -430,15 +431,12 @@ static void *new_file(int dfd, uint64_t size, size_t capacity, const struct nl_s
 	return p;
 }
 
-int nl_seg_open(const struct nl_config *cfg, size_t capacity)
+NL_LOAD_PATH int nl_seg_open(const struct nl_config *cfg)
 {
 	if (nl_seg_base)
 		return want_file ? 0 : -1;
 	own_key = nl_seg_delivery_key(cfg);
 	self_pid = getpid();
-	nl_seg_arena_ensure(capacity);
-	if (!nl_seg_base)
-		return -1;
 	dir_cfg = cfg;
 	want_file = true;
 	/* An earlier image of this pid (before an exec) may have left a file
@@ -713,7 +711,8 @@ bool nl_seg_publish(const struct nl_seg_identity *id)
 {
 	if (atomic_load(&published))
 		return true;
-	if (!want_file)
+	/* No arena: the registry could not make one, and nothing was recorded. */
+	if (!want_file || !nl_seg_base)
 		return false;
 	int saved = errno;
 	if ((mode != MODE_FILE || inherited) && !to_file()) {
@@ -898,14 +897,14 @@ bool nl_seg_atfork_child(void)
 
 /* ---- delivery key ---------------------------------------------------------- */
 
-static uint64_t fnv(uint64_t h, const char *s)
+NL_LOAD_PATH static uint64_t fnv(uint64_t h, const char *s)
 {
 	for (; s && *s; s++)
 		h = (h ^ (unsigned char)*s) * 1099511628211ull;
 	return (h ^ 0xff) * 1099511628211ull;   /* a separator, so "ab"+"c" differs from "a"+"bc" */
 }
 
-uint64_t nl_seg_delivery_key(const struct nl_config *cfg)
+NL_LOAD_PATH uint64_t nl_seg_delivery_key(const struct nl_config *cfg)
 {
 	uint64_t h = fnv(14695981039346656037ull, "otlp");
 	h = fnv(h, cfg->endpoint);

@@ -133,9 +133,13 @@ static inline struct nl_seg_header *nl_seg_header(void) { return (struct nl_seg_
  * and every process without the private directory). Not thread-safe: the
  * registry calls it under its lock. */
 void nl_seg_arena_ensure(size_t capacity);
-/* From the constructor, before anything is recorded: the arena as a file in
- * the private directory. Returns 0, or -1 (the arena is then anonymous). */
-int nl_seg_open(const struct nl_config *cfg, size_t capacity);
+/* From the constructor, before anything is recorded: the arena becomes a
+ * file in the private directory when it publishes, and an earlier image's
+ * file under this pid is set aside for delivery. The arena itself is made
+ * by the registry's first use, not here: a process that never records
+ * reserves and touches none of it. Returns 0, or -1 (the arena stays
+ * anonymous). */
+int nl_seg_open(const struct nl_config *cfg);
 /* The arena is a file others can read. */
 bool nl_seg_shared(void);
 

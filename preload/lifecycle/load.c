@@ -13,6 +13,7 @@
 
 #include "check.h"
 #include "forkpath.h"
+#include "loadpath.h"
 #include "runtime.h"
 #ifdef NL_WITH_HOOKS
 #include "fdtable.h"
@@ -22,7 +23,7 @@
 /* True when another copy of the runtime comes first in symbol lookup: a
  * program that links libnemolens.so and also runs under the preloaded shim.
  * Its API calls reach the preloaded copy, which then does all the work. */
-static bool another_copy_first(void)
+NL_LOAD_PATH static bool another_copy_first(void)
 {
 	void *first = dlsym(RTLD_DEFAULT, "nemolens_meter_get");
 	Dl_info theirs, ours;

@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "config.h"
+#include "loadpath.h"
 #include "log.h"
 #include "real.h"
 
@@ -149,7 +150,7 @@ static void restore(bool set, const char *value)
 	unsetenv(NL_ENV_PYTHON_SAVED);
 }
 
-void nl_python_setup(void)
+NL_LOAD_PATH void nl_python_setup(void)
 {
 	/* Py_BytesMain is exported by every CPython 3.8+ program: python3 and
 	 * its venv copies and links, and the interpreter of a script run by its

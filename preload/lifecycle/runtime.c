@@ -34,6 +34,7 @@
 #include "adopt.h"
 #include "export.h"
 #include "httpmetrics.h"
+#include "loadpath.h"
 #include "log.h"
 #include "memsampler.h"
 #include "real.h"
@@ -42,10 +43,10 @@
 #include "segment.h"
 #include "state.h"
 
-static struct nl_config cfg;
+NL_LOAD_STATE static struct nl_config cfg;
 /* Destinations were configured by a load: another must clear them. With
  * none configured, their tables are left untouched (no page faults). */
-static bool dest_configured;
+NL_LOAD_STATE static bool dest_configured;
 static struct nl_resource resource;
 static uint64_t start_unix_ns;          /* start time of every cumulative series */
 static const char user_agent[] = "nemolens-preload/" NL_VERSION;
@@ -64,18 +65,18 @@ static struct nl_transport *transport;  /* the exporter thread's, then the exit 
  * may still be using `transport`, so the flush never touches it then. */
 static struct nl_transport *exit_transport;
 
-static bool can_adopt;                  /* segments are on: leftovers can be delivered from here */
+NL_LOAD_STATE static bool can_adopt;    /* segments are on: leftovers can be delivered from here */
 /* nemolens-run's pid (NL_ENV_RUN_EXPORTER), when it exports for its tree
  * and this configuration lets it: this process's segment then names it as
  * its exporter, and the process starts no thread and does no exit flush
  * while that process lives (README, "Export"). */
-static uint32_t run_exporter;
+NL_LOAD_STATE static uint32_t run_exporter;
 static _Atomic bool thread_ever;        /* this process ran the thread: it delivers leftovers at exit too */
 /* The process whose state this file's variables hold: a fork child finds
  * its parent's until it forgets them (forget_parent), when its parent had
  * recorded at the fork, else at its own first record. */
-static pid_t owner_pid;
-static uint64_t delivery_key;           /* of this configuration (nl_seg_delivery_key) */
+NL_LOAD_STATE static pid_t owner_pid;
+NL_LOAD_STATE static uint64_t delivery_key; /* of this configuration (nl_seg_delivery_key) */
 /* CLOCK_MONOTONIC of the last failed send to the collector (0: none since
  * the last success). Leftovers wait while it fails: trying them would only
  * add the same failure, and its warning, to every process of the user. */
@@ -426,6 +427,35 @@ static _Atomic bool kick_taken;
 
 static void forget_parent(bool recorded);
 
+/* Instruments made by the first record: the hooks' own (a fork child has
+ * its parent's, when the parent made them), in the arena the registry
+ * makes for them. */
+NL_LOAD_STATE static bool registered;
+
+/* What a process that never records never needs, made by its first record
+ * instead of at load (every exec pays for what load does: a page fault
+ * costs more than the instructions around it): the instruments, the
+ * start time of the cumulative series, the exporter thread's condition. */
+static void prepare_recording(void)
+{
+	if (!registered) {
+		NL_HOOK_ASIDE;
+		int saved = nl_hooks_bypass;
+		nl_hooks_bypass = 1;   /* the shim's own memory */
+		nl_connmetrics_init();
+		nl_httpmetrics_register();
+		nl_hooks_bypass = saved;
+		registered = true;
+	}
+	if (!start_unix_ns)
+		start_unix_ns = nl_realtime_ns();
+	pthread_condattr_t ca;
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_cond_init(&wake, &ca);
+	pthread_condattr_destroy(&ca);
+}
+
 static void start_on_first_record(void)
 {
 	if (atomic_load(&nl_runtime_kicked))
@@ -447,6 +477,7 @@ static void start_on_first_record(void)
 	 * kept the parent's state, as it stood at load. */
 	if (owner_pid != getpid())
 		forget_parent(false);
+	prepare_recording();
 	make_resource();
 	if (cfg.exporter != NL_EXPORTER_NONE)
 		publish_segment();
@@ -484,7 +515,7 @@ static void take_over_export(void)
  * (exit_quick false). An answering collector on the same network takes a
  * few milliseconds. */
 #define EXIT_QUICK_MS 60
-static bool exit_quick;
+NL_LOAD_STATE static bool exit_quick;
 
 /* The exit flush runs on the program's own thread, with the program's signal
  * mask: a write to a collector connection the peer has closed must not raise
@@ -679,11 +710,6 @@ static void forget_parent(bool recorded)
 	else
 		nl_seg_atfork_child();   /* no value was ever written: nothing to zero */
 	nl_hooks_bypass = bypass;
-	pthread_condattr_t ca;
-	pthread_condattr_init(&ca);
-	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-	pthread_cond_init(&wake, &ca);
-	pthread_condattr_destroy(&ca);
 	thread_running = false;
 	thread_ready = false;
 	busy = false;
@@ -695,7 +721,7 @@ static void forget_parent(bool recorded)
 	transport = NULL;
 	exit_transport = NULL;
 	nl_memsampler_atfork_child();
-	start_unix_ns = nl_realtime_ns();
+	start_unix_ns = 0;
 	resource_made = false;
 	owner_pid = getpid();
 }
@@ -734,7 +760,7 @@ NL_FORK_PATH static void atfork_child(void)
  * the constructor, before main and before any thread of the shim, where
  * changing the environment is as safe as it gets; after the memory sampler,
  * which reads the inherited value and may replace it. */
-static void mark_tree(void)
+NL_LOAD_PATH static void mark_tree(void)
 {
 	const char *outer = getenv(NL_ENV_OUTERMOST);
 	if (outer && *outer)
@@ -748,7 +774,7 @@ static void mark_tree(void)
 	setenv(NL_ENV_OUTERMOST, p, 1);
 }
 
-bool nl_runtime_load(void)
+NL_LOAD_PATH bool nl_runtime_load(void)
 {
 	nl_real_init();
 	nl_log_init();
@@ -756,34 +782,27 @@ bool nl_runtime_load(void)
 	if (!cfg.enabled || !cfg.metrics_enabled)
 		return false;
 	exit_quick = !getenv("NEMOLENS_EXIT_TIMEOUT_MS");
-	start_unix_ns = nl_realtime_ns();
 	owner_pid = getpid();
-	pthread_condattr_t ca;
-	pthread_condattr_init(&ca);
-	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-	pthread_cond_init(&wake, &ca);
-	pthread_condattr_destroy(&ca);
 
 	nl_registry_set_cardinality_limit(cfg.cardinality_limit);
 	/* Before anything is created in the registry: its arena becomes the
 	 * segment file. Leftovers can only be delivered over OTLP. */
 	if (cfg.exporter == NL_EXPORTER_OTLP && cfg.adopt != NL_ADOPT_OFF) {
 		delivery_key = nl_seg_delivery_key(&cfg);
-		can_adopt = nl_seg_open(&cfg, nl_registry_capacity(cfg.cardinality_limit)) == 0;
+		can_adopt = nl_seg_open(&cfg) == 0;
 	}
 	if (cfg.destinations || dest_configured)
 		nl_dest_configure(cfg.destinations);
 	dest_configured = cfg.destinations != NULL;
-	nl_connmetrics_init();
+	registered = false;
 	nl_httpmetrics_init(&cfg);
 	nl_memsampler_init(&cfg);
 	/* nemolens-run reads segments as they are (cumulative values) and
 	 * samples memory for them (memsampler.h), to its own collector. */
 	const char *runner = getenv(NL_ENV_RUN_EXPORTER);
 	if (runner && can_adopt && cfg.adopt == NL_ADOPT_OWN && !cfg.delta_counters && !cfg.delta_histograms) {
-		char *end;
-		unsigned long pid = strtoul(runner, &end, 10);
-		if (*runner && !*end && pid > 0 && pid < (1ul << 31))
+		long pid;
+		if (nl_parse_pid(runner, &pid) == 0)
 			run_exporter = (uint32_t)pid;
 	}
 	mark_tree();
@@ -793,7 +812,7 @@ bool nl_runtime_load(void)
 	return true;
 }
 
-void nl_runtime_start(void)
+NL_LOAD_PATH void nl_runtime_start(void)
 {
 	/* Memory profiling is an explicit opt-in and has to run without any
 	 * connection to kick it: start the thread now. */

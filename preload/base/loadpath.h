@@ -1,0 +1,17 @@
+/* What every program under the shim runs and writes at load, whether it
+ * ever records or not: a shell's /bin/true pays for each page of it.
+ *
+ * A first touch of a code page is a page fault (the kernel maps the 64 KiB
+ * around it), and so is a first write to a page of zeroed data. So the few
+ * functions of the load path, spread over several files, go to the start of
+ * the text next to the constructor (.text.hot, as NL_FORK_PATH); and the
+ * variables they write go to .data, whose page the dynamic linker has
+ * written already (it relocates the pointers there), instead of pages of
+ * .bss that nothing else would touch. */
+#ifndef NL_LOADPATH_H
+#define NL_LOADPATH_H
+
+#define NL_LOAD_PATH __attribute__((section(".text.hot.nl_load")))
+#define NL_LOAD_STATE __attribute__((section(".data.nl_load")))
+
+#endif
