@@ -23,6 +23,11 @@
  *                  (run with NEMOLENS_HTTP=server: the client is not followed)
  *   http_client    the same exchange, the client's write and reads
  *                  (NEMOLENS_HTTP=client)
+ *
+ * BENCH_THREAD=1 starts an idle thread first. A process with a second thread
+ * takes glibc's cancellation-point path in close, accept, connect, send and
+ * recv; the shim's exporter thread puts a program on that path, and the bench
+ * compares against the program with a thread of its own to tell the two apart.
  *   conn_life      one connection's whole life: socket, connect, accept and the
  *                  two closes, each an op_* call (run without a destination rule)
  *   read_untracked_http send_tcp_http
@@ -37,6 +42,7 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -151,10 +157,24 @@ static void tcp_pair(int l, const struct sockaddr_in *a, int *c, int *s)
 	setsockopt(*c, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
 }
 
+static void *idle(void *unused)
+{
+	(void)unused;
+	for (;;)
+		pause();
+	return NULL;
+}
+
 int main(int argc, char **argv)
 {
 	if (argc < 3) {
 		fprintf(stderr, "usage: calls OP N\n");
+		return 2;
+	}
+	const char *thread = getenv("BENCH_THREAD");
+	pthread_t t;
+	if (thread && !strcmp(thread, "1") && pthread_create(&t, NULL, idle, NULL) != 0) {
+		fprintf(stderr, "calls: no thread\n");
 		return 2;
 	}
 	const char *op = argv[1];

@@ -45,6 +45,14 @@ cpu_callgrind_rows() {
 	cg_row http_server "HTTP pair, server side, exporter on (exporting every second)" 1000 NEMOLENS_HTTP=server
 	cg_row http_client "HTTP pair, client side, exporter on (exporting every second)" 1000 NEMOLENS_HTTP=client
 	cg_row conn_life "connection's life, exporter on (exporting every second)" 450 NEMOLENS_DESTINATIONS=
+	# The same three against the program with an idle thread of its own
+	# (calls.c, BENCH_THREAD): what is left is the shim's, not glibc's
+	# multi-threaded path that the exporter thread puts the program on.
+	CG_BOTH=BENCH_THREAD=1
+	cg_row http_server "HTTP pair, server side, exporter on, the program with a thread of its own" 1000 NEMOLENS_HTTP=server
+	cg_row http_client "HTTP pair, client side, exporter on, the program with a thread of its own" 1000 NEMOLENS_HTTP=client
+	cg_row conn_life "connection's life, exporter on, the program with a thread of its own" 450 NEMOLENS_DESTINATIONS=
+	CG_BOTH=
 	SHIM_QUIET_ENV=("${saved[@]}")
 }
 
