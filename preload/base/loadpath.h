@@ -5,13 +5,24 @@
  * around it), and so is a first write to a page of zeroed data. So the few
  * functions of the load path, spread over several files, go to the start of
  * the text next to the constructor (.text.hot, as NL_FORK_PATH); and the
- * variables they write go to .data, whose page the dynamic linker has
- * written already (it relocates the pointers there), instead of pages of
- * .bss that nothing else would touch. */
+ * variables they write, with those every exit reads, go to .data, whose
+ * page the dynamic linker has written already (it relocates the pointers
+ * there), instead of pages of .bss that nothing else would touch. */
 #ifndef NL_LOADPATH_H
 #define NL_LOADPATH_H
 
 #define NL_LOAD_PATH __attribute__((section(".text.hot.nl_load")))
 #define NL_LOAD_STATE __attribute__((section(".data.nl_load")))
+
+/* pthread_atfork() as libc_nonshared.a's wrapper of that name makes it: the
+ * registration libc exports (LSB's __register_atfork), for this object. The
+ * wrapper would be linked at the very end of the shim's text, on a page that
+ * nothing but this call at load touches. */
+int __register_atfork(void (*prepare)(void), void (*parent)(void), void (*child)(void), void *dso);
+extern void *__dso_handle __attribute__((visibility("hidden")));
+static inline int nl_atfork(void (*prepare)(void), void (*parent)(void), void (*child)(void))
+{
+	return __register_atfork(prepare, parent, child, __dso_handle);
+}
 
 #endif

@@ -4,7 +4,7 @@
 
 NL_LOAD_STATE _Atomic bool nl_recording;
 __thread int nl_hooks_bypass __attribute__((tls_model("initial-exec")));
-_Atomic bool nl_runtime_kicked;
+NL_LOAD_STATE _Atomic bool nl_runtime_kicked;
 
 NL_LOAD_STATE static void (*_Atomic starter)(void);
 

@@ -197,7 +197,7 @@ static __attribute__((noinline)) void routes_prepare(void)
 	 * half made, and makes them again (routes_atfork_child). */
 	static _Atomic bool atfork_registered;
 	if (atomic_load(&routes_state) == ROUTES_NONE && !atomic_exchange(&atfork_registered, true))
-		pthread_atfork(NULL, NULL, routes_atfork_child);
+		nl_atfork(NULL, NULL, routes_atfork_child);
 	if (!atomic_compare_exchange_strong(&routes_state, &expected, ROUTES_MAKING)) {
 		pthread_sigmask(SIG_SETMASK, &old, NULL);
 		while (atomic_load(&routes_state) != ROUTES_READY)

@@ -26,6 +26,7 @@
 
 #include "config.h"
 #include "instruments.h"
+#include "loadpath.h"
 #include "registry.h"
 #include "state.h"
 
@@ -144,7 +145,7 @@ static void atfork_child(void)
 /* Registered lazily, after the runtime's constructor registered its own
  * handlers: prepare handlers run in reverse order, so `lock` is taken before
  * the registry's lock, the same order as in series creation. */
-static void register_atfork(void) { pthread_atfork(atfork_prepare, atfork_parent, atfork_child); }
+static void register_atfork(void) { nl_atfork(atfork_prepare, atfork_parent, atfork_child); }
 
 static void lock_lens(void)
 {

@@ -18,6 +18,12 @@
 #ifdef NL_WITH_HOOKS
 #include "fdtable.h"
 #include "python.h"
+
+/* The shim links without the compiler's start files (CMakeLists.txt). This
+ * is the one thing of theirs that libc's atexit and fork-handler
+ * registrations need: the handle that tells this object's handlers from
+ * those of other objects. */
+__attribute__((visibility("hidden"))) void *__dso_handle = &__dso_handle;
 #endif
 
 /* True when another copy of the runtime comes first in symbol lookup: a
@@ -48,7 +54,7 @@ __attribute__((constructor)) static void nl_load(void)
 		return;
 #ifdef NL_WITH_HOOKS
 	/* Pending connects of the parent belong to the parent's acquisitions. */
-	pthread_atfork(NULL, NULL, nl_fd_atfork_child);
+	nl_atfork(NULL, NULL, nl_fd_atfork_child);
 	nl_python_setup();
 #endif
 	nl_runtime_start();

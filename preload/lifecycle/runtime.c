@@ -71,7 +71,7 @@ NL_LOAD_STATE static bool can_adopt;    /* segments are on: leftovers can be del
  * its exporter, and the process starts no thread and does no exit flush
  * while that process lives (README, "Export"). */
 NL_LOAD_STATE static uint32_t run_exporter;
-static _Atomic bool thread_ever;        /* this process ran the thread: it delivers leftovers at exit too */
+NL_LOAD_STATE static _Atomic bool thread_ever;       /* this process ran the thread: it delivers leftovers at exit too */
 /* The process whose state this file's variables hold: a fork child finds
  * its parent's until it forgets them (forget_parent), when its parent had
  * recorded at the fork, else at its own first record. */
@@ -806,7 +806,7 @@ NL_LOAD_PATH bool nl_runtime_load(void)
 			run_exporter = (uint32_t)pid;
 	}
 	mark_tree();
-	pthread_atfork(atfork_prepare, atfork_parent, atfork_child);
+	nl_atfork(atfork_prepare, atfork_parent, atfork_child);
 	nl_runtime_set_starter(start_on_first_record);
 	atomic_store(&nl_recording, true);
 	return true;
