@@ -288,11 +288,18 @@ static void load_endpoint(struct nl_config *cfg, const struct env *e)
 	v = env_get(e, "OTEL_EXPORTER_OTLP_ENDPOINT");
 	if (v) {
 		if (is_http_url(v)) {
+			/* Joined by hand, not by sprintf: every process reads
+			 * this at load, and printf's code is pages of libc that
+			 * nothing else at load touches. */
+			static const char path[] = "/v1/metrics";
 			size_t n = strlen(v);
-			bool slash = v[n - 1] == '/';
-			cfg->endpoint = malloc(n + 12);
-			if (cfg->endpoint)
-				sprintf(cfg->endpoint, "%s%sv1/metrics", v, slash ? "" : "/");
+			if (v[n - 1] == '/')
+				n--;
+			cfg->endpoint = malloc(n + sizeof path);
+			if (cfg->endpoint) {
+				memcpy(cfg->endpoint, v, n);
+				memcpy(cfg->endpoint + n, path, sizeof path);
+			}
 			return;
 		}
 		invalid("OTEL_EXPORTER_OTLP_ENDPOINT", v, "an http:// or https:// URL");
