@@ -34,40 +34,45 @@ NL_LOAD_PATH int nl_parse_bool(const char *s, bool *out)
 	return -1;
 }
 
-NL_LOAD_PATH int nl_parse_ms(const char *s, long *out)
+/* Decimal digits at *p, at most max: *out, and *p moved past them. By
+ * hand, not strtol or isdigit: every process under the shim parses a pid
+ * at load (NL_ENV_OUTERMOST), and their code and tables are pages of libc
+ * that nothing else there touches. */
+NL_LOAD_PATH static int parse_digits(const char **p, long max, long *out)
 {
+	const char *s = *p;
 	long v = 0;
-	const char *p = s;
-	while (*p == ' ')
-		p++;
-	if (!isdigit((unsigned char)*p))
+	if (*s < '0' || *s > '9')
 		return -1;
-	for (; isdigit((unsigned char)*p); p++) {
-		v = v * 10 + (*p - '0');
-		if (v > MAX_MS)
+	for (; *s >= '0' && *s <= '9'; s++) {
+		v = v * 10 + (*s - '0');
+		if (v > max)
 			return -1;
 	}
-	while (*p == ' ')
-		p++;
-	if (*p)
+	*p = s;
+	*out = v;
+	return 0;
+}
+
+NL_LOAD_PATH int nl_parse_ms(const char *s, long *out)
+{
+	long v;
+	while (*s == ' ')
+		s++;
+	if (parse_digits(&s, MAX_MS, &v) != 0)
+		return -1;
+	while (*s == ' ')
+		s++;
+	if (*s)
 		return -1;
 	*out = v;
 	return 0;
 }
 
-/* By hand, not strtol: every process under the shim reads a pid at load
- * (NL_ENV_OUTERMOST), and strtol's code and tables are pages of libc that
- * nothing else there touches. */
 NL_LOAD_PATH int nl_parse_pid(const char *s, long *out)
 {
-	long v = 0;
-	const char *p = s;
-	for (; *p >= '0' && *p <= '9'; p++) {
-		v = v * 10 + (*p - '0');
-		if (v > 2147483647L)
-			return -1;
-	}
-	if (p == s || *p || v == 0)
+	long v;
+	if (parse_digits(&s, 2147483647L, &v) != 0 || *s || v == 0)
 		return -1;
 	*out = v;
 	return 0;

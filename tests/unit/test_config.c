@@ -1394,6 +1394,24 @@ Test(parse, ms_values)
 	}
 }
 
+Test(parse, pid_values)
+{
+	long v = -7;
+	cr_assert_eq(nl_parse_pid("1", &v), 0);
+	cr_assert_eq(v, 1);
+	cr_assert_eq(nl_parse_pid("4194304", &v), 0);
+	cr_assert_eq(v, 4194304);
+	cr_assert_eq(nl_parse_pid("2147483647", &v), 0);
+	cr_assert_eq(v, 2147483647L);
+	static const char *const bad[] = { "", "0", " 1", "1 ", "-1", "+1", "12abc", "2147483648",
+					   "99999999999999999999" };
+	for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+		v = -7;
+		cr_assert_eq(nl_parse_pid(bad[i], &v), -1, "\"%s\"", bad[i]);
+		cr_assert_eq(v, -7, "out touched for \"%s\"", bad[i]);
+	}
+}
+
 Test(parse, kv_list)
 {
 	struct nl_header h[4] = { 0 };
