@@ -3,6 +3,7 @@
 #include <dlfcn.h>
 #include <errno.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -66,12 +67,17 @@ nl_fcntl64_fn nl_real_fcntl64_ptr = first_fcntl64;
 static void first_closefrom(int fd) { nl_resolve_closefrom()(fd); }
 nl_closefrom_fn nl_real_closefrom_ptr = first_closefrom;
 
-NL_LOAD_PATH void nl_real_init(void)
+static bool resolved_all;
+
+void nl_real_init(void)
 {
+	if (__atomic_load_n(&resolved_all, __ATOMIC_ACQUIRE))
+		return;
 #define NL_REAL_RESOLVE(ret, name, ...) nl_resolve_##name();
 	NL_REAL_FUNCS(NL_REAL_RESOLVE)
 	NL_REAL_FUNCS_BY_HAND(NL_REAL_RESOLVE)
 #undef NL_REAL_RESOLVE
+	__atomic_store_n(&resolved_all, true, __ATOMIC_RELEASE);
 }
 
 ssize_t nl_real_write(int fd, const void *buf, size_t len)

@@ -4,9 +4,16 @@
  * out at a small stub that resolves the real function on its first call and
  * then calls it, so a call that arrives before the constructor (from another
  * library's constructor) works, and a hook never needs a NULL check or a stack
- * frame to make one: after nl_real_init() every call is one indirect jump.
+ * frame to make one: after its first call every call is one indirect jump.
  * Pointers are written with the same value by whoever resolves them, so
  * racing resolutions are harmless.
+ *
+ * Nothing is resolved at load: a dlsym costs about a thousand instructions,
+ * and most short processes (a shell's /bin/true) call none of these
+ * functions. A process resolves them all before its first fork instead
+ * (nl_real_init from the fork handler), so that fork children, often many
+ * and short-lived, inherit the resolved pointers rather than each paying for
+ * the lookups again.
  */
 #ifndef NL_REAL_H
 #define NL_REAL_H
@@ -29,7 +36,8 @@ NL_REAL_FUNCS_BY_HAND(NL_REAL_DECLARE)
 
 #define NL_REAL(name) (nl_real_##name##_ptr)
 
-/* Resolves every function now (from the constructor). */
+/* Resolves every function now; once per process (later calls return at
+ * once). */
 void nl_real_init(void);
 
 /* write(2) that bypasses the hooks; for the shim's own diagnostics. */

@@ -646,6 +646,7 @@ static bool held_for_fork;   /* atfork_prepare took `lock` */
 
 static void atfork_prepare(void)
 {
+	nl_real_init();   /* the child inherits them resolved (real.h) */
 	bool active = lifecycle_began();
 	if (active) {
 		pthread_mutex_lock(&lock);
@@ -776,7 +777,6 @@ NL_LOAD_PATH static void mark_tree(void)
 
 NL_LOAD_PATH bool nl_runtime_load(void)
 {
-	nl_real_init();
 	nl_log_init();
 	nl_config_load(&cfg, (nl_getenv_fn)getenv, program_invocation_short_name);
 	if (!cfg.enabled || !cfg.metrics_enabled)
