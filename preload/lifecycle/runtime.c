@@ -30,6 +30,7 @@
 #include "config.h"
 #include "connmetrics.h"
 #include "dest.h"
+#include "env.h"
 #include "forkpath.h"
 #include "adopt.h"
 #include "export.h"
@@ -778,10 +779,15 @@ NL_LOAD_PATH static void mark_tree(void)
 NL_LOAD_PATH bool nl_runtime_load(void)
 {
 	nl_log_init();
-	nl_config_load(&cfg, (nl_getenv_fn)getenv, program_invocation_short_name);
-	if (!cfg.enabled || !cfg.metrics_enabled)
+	nl_env_open();
+	nl_config_load(&cfg, nl_env_get, program_invocation_short_name);
+	if (!cfg.enabled || !cfg.metrics_enabled) {
+		nl_env_close();
 		return false;
-	exit_quick = !getenv("NEMOLENS_EXIT_TIMEOUT_MS");
+	}
+	exit_quick = !nl_env_get("NEMOLENS_EXIT_TIMEOUT_MS");
+	const char *runner = nl_env_get(NL_ENV_RUN_EXPORTER);
+	nl_env_close();   /* before anything sets a variable (the memory sampler) */
 	owner_pid = getpid();
 
 	nl_registry_set_cardinality_limit(cfg.cardinality_limit);
@@ -799,7 +805,6 @@ NL_LOAD_PATH bool nl_runtime_load(void)
 	nl_memsampler_init(&cfg);
 	/* nemolens-run reads segments as they are (cumulative values) and
 	 * samples memory for them (memsampler.h), to its own collector. */
-	const char *runner = getenv(NL_ENV_RUN_EXPORTER);
 	if (runner && can_adopt && cfg.adopt == NL_ADOPT_OWN && !cfg.delta_counters && !cfg.delta_histograms) {
 		long pid;
 		if (nl_parse_pid(runner, &pid) == 0)

@@ -1,0 +1,24 @@
+/* getenv for the shim's own variables while it loads.
+ *
+ * getenv compares the name it is given with each entry of the environment
+ * in turn. The shim asks for some forty names at load, nearly all of them
+ * unset, so every process under it would walk its whole environment forty
+ * times: some twenty thousand instructions for an ordinary environment of
+ * forty variables, before the program's main. Instead nl_env_open() walks
+ * it once and keeps the entries whose names the shim can ask for (NEMO...,
+ * OTEL_..., XDG_...); nl_env_get() then looks only among those, usually a
+ * handful.
+ *
+ * Between nl_env_open() and nl_env_close() the environment must not change:
+ * the load path calls them around its reading of the configuration, before
+ * it sets any variable itself. Outside that window, and for names of other
+ * forms, nl_env_get() is getenv().
+ */
+#ifndef NL_ENV_H
+#define NL_ENV_H
+
+void nl_env_open(void);
+const char *nl_env_get(const char *name);
+void nl_env_close(void);
+
+#endif
