@@ -6,7 +6,6 @@
  * keep per-fd state that a fork child must settle, and without it for
  * libnemolens.so, which interposes nothing.
  */
-#include <dlfcn.h>
 #include <pthread.h>
 #include <stdbool.h>
 #include <sys/auxv.h>
@@ -14,6 +13,7 @@
 #include "check.h"
 #include "forkpath.h"
 #include "loadpath.h"
+#include "nemolens.h"
 #include "runtime.h"
 #ifdef NL_WITH_HOOKS
 #include "fdtable.h"
@@ -28,15 +28,15 @@ __attribute__((visibility("hidden"))) void *__dso_handle = &__dso_handle;
 
 /* True when another copy of the runtime comes first in symbol lookup: a
  * program that links libnemolens.so and also runs under the preloaded shim.
- * Its API calls reach the preloaded copy, which then does all the work. */
+ * Its API calls reach the preloaded copy, which then does all the work.
+ * This object's own reference to an exported function goes through its GOT,
+ * which holds the first definition in lookup order; the hidden alias is its
+ * own definition (lens.c). */
+nemolens_meter *nl_lens_meter_get_here(const char *name);
+
 NL_LOAD_PATH static bool another_copy_first(void)
 {
-	void *first = dlsym(RTLD_DEFAULT, "nemolens_meter_get");
-	Dl_info theirs, ours;
-	/* Compared by the object that defines them: taking our own function's
-	 * address would itself resolve to the first definition. */
-	return first && dladdr(first, &theirs) && dladdr((void *)another_copy_first, &ours) &&
-	       theirs.dli_fbase != ours.dli_fbase;
+	return (void *)nemolens_meter_get != (void *)nl_lens_meter_get_here;
 }
 
 __attribute__((constructor)) static void nl_load(void)
