@@ -150,12 +150,16 @@ static void restore(bool set, const char *value)
 	unsetenv(NL_ENV_PYTHON_SAVED);
 }
 
+/* Py_BytesMain is exported by every CPython 3.8+ program: python3 and its
+ * venv copies and links, and the interpreter of a script run by its #! line
+ * (uvicorn, gunicorn), whether libpython is static or shared. A weak
+ * reference, which the dynamic linker resolves as it relocates this object,
+ * finds it where a dlsym at load would, for a fraction of the cost. */
+extern int Py_BytesMain(int argc, char **argv) __attribute__((weak));
+
 NL_LOAD_PATH void nl_python_setup(void)
 {
-	/* Py_BytesMain is exported by every CPython 3.8+ program: python3 and
-	 * its venv copies and links, and the interpreter of a script run by its
-	 * #! line (uvicorn, gunicorn), whether libpython is static or shared. */
-	bool python = dlsym(RTLD_DEFAULT, "Py_BytesMain") != NULL;
+	bool python = Py_BytesMain != NULL;
 	bool inherited = getenv(NL_ENV_PYTHON_SAVED) != NULL;
 	if (!python && !inherited)
 		return;   /* not Python, nothing to take back: not one change */
