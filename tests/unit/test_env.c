@@ -1,0 +1,76 @@
+/* nl_env_get: what getenv would answer, while the window is open and after
+ * it closes. The environment is set with setenv, and getenv is the truth. */
+#include <criterion/criterion.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "env.h"
+
+extern char **environ;
+
+static void teardown(void) { nl_env_close(); }
+
+TestSuite(env, .fini = teardown);
+
+Test(env, answers_as_getenv_for_kept_and_other_names)
+{
+	setenv("NEMOLENS_TEST_A", "one", 1);
+	setenv("OTEL_TEST_B", "", 1);
+	setenv("XDG_TEST_C", "three=3", 1);
+	setenv("UNRELATED_TEST_D", "four", 1);
+	unsetenv("NEMOLENS_TEST_UNSET");
+	nl_env_open();
+	static const char *const names[] = { "NEMOLENS_TEST_A", "OTEL_TEST_B", "XDG_TEST_C", "UNRELATED_TEST_D",
+					     "NEMOLENS_TEST_UNSET", "NEMOLENS_TEST", "NEMOLENS_TEST_AB", "N", "" };
+	for (size_t i = 0; i < sizeof names / sizeof *names; i++) {
+		const char *want = getenv(names[i]), *got = nl_env_get(names[i]);
+		cr_expect((want == NULL) == (got == NULL), "%s: getenv %s, nl_env_get %s", names[i],
+			  want ? want : "unset", got ? got : "unset");
+		if (want && got)
+			cr_expect_str_eq(got, want, "%s", names[i]);
+	}
+}
+
+Test(env, first_of_duplicates_wins)
+{
+	static char a[] = "NEMOLENS_TEST_DUP=first", b[] = "NEMOLENS_TEST_DUP=second";
+	char *fake[] = { a, b, NULL };
+	char **saved = environ;
+	environ = fake;
+	nl_env_open();
+	const char *v = nl_env_get("NEMOLENS_TEST_DUP");
+	nl_env_close();
+	environ = saved;
+	cr_assert(v);
+	cr_expect_str_eq(v, "first");
+}
+
+Test(env, closed_window_sees_later_changes)
+{
+	unsetenv("NEMOLENS_TEST_LATER");
+	nl_env_open();
+	cr_expect_null(nl_env_get("NEMOLENS_TEST_LATER"));
+	nl_env_close();
+	setenv("NEMOLENS_TEST_LATER", "now", 1);
+	const char *v = nl_env_get("NEMOLENS_TEST_LATER");
+	cr_assert(v);
+	cr_expect_str_eq(v, "now");
+}
+
+/* More candidates than the table holds: every one is still found. */
+Test(env, many_candidates)
+{
+	char name[64];
+	for (int i = 0; i < 200; i++) {
+		snprintf(name, sizeof name, "OTEL_TEST_MANY_%d", i);
+		setenv(name, name + 5, 1);
+	}
+	nl_env_open();
+	for (int i = 0; i < 200; i++) {
+		snprintf(name, sizeof name, "OTEL_TEST_MANY_%d", i);
+		const char *v = nl_env_get(name);
+		cr_assert(v, "%s", name);
+		cr_expect_str_eq(v, name + 5);
+	}
+}
