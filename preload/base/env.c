@@ -7,10 +7,7 @@
 
 extern char **environ;
 
-#define MAX_KEPT 64
-
-static const char *kept[MAX_KEPT] NL_LOAD_STATE;
-static int n_kept NL_LOAD_STATE = -1;   /* -1: closed, or more than MAX_KEPT were wanted */
+static struct nl_env_window *window NL_LOAD_STATE;   /* NULL: closed, or too many entries */
 
 /* A name of the forms the shim reads; s may be a name or a NAME=value. */
 NL_LOAD_PATH static bool wanted(const char *s)
@@ -27,19 +24,18 @@ NL_LOAD_PATH static bool wanted(const char *s)
 	}
 }
 
-NL_LOAD_PATH void nl_env_open(void)
+NL_LOAD_PATH void nl_env_open(struct nl_env_window *w)
 {
-	int n = 0;
+	w->n = 0;
+	window = NULL;
 	for (char **e = environ; e && *e; e++) {
 		if (!wanted(*e))
 			continue;
-		if (n == MAX_KEPT) {
-			n_kept = -1;   /* an unusual environment: getenv serves it */
-			return;
-		}
-		kept[n++] = *e;
+		if (w->n == NL_ENV_KEPT_MAX)
+			return;   /* an unusual environment: getenv serves it */
+		w->kept[w->n++] = *e;
 	}
-	n_kept = n;
+	window = w;
 }
 
 /* The value of entry ("NAME=value") if its NAME is name. By hand: strlen
@@ -53,15 +49,16 @@ NL_LOAD_PATH static const char *value_if_named(const char *entry, const char *na
 
 NL_LOAD_PATH const char *nl_env_get(const char *name)
 {
-	if (n_kept < 0 || !wanted(name))
+	const struct nl_env_window *w = window;
+	if (!w || !wanted(name))
 		return getenv(name);
 	/* In the environment's order: the first of duplicates wins, as in getenv. */
-	for (int i = 0; i < n_kept; i++) {
-		const char *v = value_if_named(kept[i], name);
+	for (int i = 0; i < w->n; i++) {
+		const char *v = value_if_named(w->kept[i], name);
 		if (v)
 			return v;
 	}
 	return NULL;
 }
 
-NL_LOAD_PATH void nl_env_close(void) { n_kept = -1; }
+NL_LOAD_PATH void nl_env_close(void) { window = NULL; }

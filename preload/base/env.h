@@ -7,7 +7,8 @@
  * forty variables, before the program's main. Instead nl_env_open() walks
  * it once and keeps the entries whose names the shim can ask for (NEMO...,
  * OTEL_..., XDG_...); nl_env_get() then looks only among those, usually a
- * handful.
+ * handful. An environment with more of them than the window holds is
+ * served by getenv.
  *
  * Between nl_env_open() and nl_env_close() the environment must not change:
  * the load path calls them around its reading of the configuration, before
@@ -17,7 +18,15 @@
 #ifndef NL_ENV_H
 #define NL_ENV_H
 
-void nl_env_open(void);
+/* The entries kept, on the caller's stack: a table in the shim's data
+ * would take a page that nothing else at load writes. */
+#define NL_ENV_KEPT_MAX 32
+struct nl_env_window {
+	const char *kept[NL_ENV_KEPT_MAX];
+	int n;
+};
+
+void nl_env_open(struct nl_env_window *w);   /* w must live until nl_env_close() */
 const char *nl_env_get(const char *name);
 void nl_env_close(void);
 

@@ -779,7 +779,8 @@ NL_LOAD_PATH static void mark_tree(void)
 NL_LOAD_PATH bool nl_runtime_load(void)
 {
 	nl_log_init();
-	nl_env_open();
+	struct nl_env_window env;
+	nl_env_open(&env);
 	nl_config_load(&cfg, nl_env_get, program_invocation_short_name);
 	if (!cfg.enabled || !cfg.metrics_enabled) {
 		nl_env_close();

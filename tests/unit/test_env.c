@@ -9,6 +9,8 @@
 
 extern char **environ;
 
+static struct nl_env_window w;
+
 static void teardown(void) { nl_env_close(); }
 
 TestSuite(env, .fini = teardown);
@@ -20,7 +22,7 @@ Test(env, answers_as_getenv_for_kept_and_other_names)
 	setenv("XDG_TEST_C", "three=3", 1);
 	setenv("UNRELATED_TEST_D", "four", 1);
 	unsetenv("NEMOLENS_TEST_UNSET");
-	nl_env_open();
+	nl_env_open(&w);
 	static const char *const names[] = { "NEMOLENS_TEST_A", "OTEL_TEST_B", "XDG_TEST_C", "UNRELATED_TEST_D",
 					     "NEMOLENS_TEST_UNSET", "NEMOLENS_TEST", "NEMOLENS_TEST_AB", "N", "" };
 	for (size_t i = 0; i < sizeof names / sizeof *names; i++) {
@@ -38,7 +40,7 @@ Test(env, first_of_duplicates_wins)
 	char *fake[] = { a, b, NULL };
 	char **saved = environ;
 	environ = fake;
-	nl_env_open();
+	nl_env_open(&w);
 	const char *v = nl_env_get("NEMOLENS_TEST_DUP");
 	nl_env_close();
 	environ = saved;
@@ -49,7 +51,7 @@ Test(env, first_of_duplicates_wins)
 Test(env, closed_window_sees_later_changes)
 {
 	unsetenv("NEMOLENS_TEST_LATER");
-	nl_env_open();
+	nl_env_open(&w);
 	cr_expect_null(nl_env_get("NEMOLENS_TEST_LATER"));
 	nl_env_close();
 	setenv("NEMOLENS_TEST_LATER", "now", 1);
@@ -66,7 +68,7 @@ Test(env, many_candidates)
 		snprintf(name, sizeof name, "OTEL_TEST_MANY_%d", i);
 		setenv(name, name + 5, 1);
 	}
-	nl_env_open();
+	nl_env_open(&w);
 	for (int i = 0; i < 200; i++) {
 		snprintf(name, sizeof name, "OTEL_TEST_MANY_%d", i);
 		const char *v = nl_env_get(name);
