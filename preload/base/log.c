@@ -28,6 +28,11 @@ static char log_path[PATH_MAX];         /* written before log_output says FILE *
 #define SEEN_MAX 128
 static _Atomic unsigned long seen[SEEN_MAX];
 
+/* The empty path fstatat is given: the kernel reads it, and a literal ""
+ * would sit on whichever page of read-only data the linker merged it into,
+ * one that nothing else at load may touch. This one is on the page of
+ * .data that the loader has written already. */
+NL_LOAD_STATE static char no_path[1];
 NL_LOAD_STATE static dev_t stderr_dev;
 NL_LOAD_STATE static ino_t stderr_ino;
 NL_LOAD_STATE static int stderr_known;
@@ -37,8 +42,8 @@ NL_LOAD_PATH void nl_log_init(void)
 	struct stat st;
 	int saved = errno;
 	/* fstat() passes fstatat a "" of libc's own, on a page the kernel then
-	 * faults in to read it: this one is on a page the load reads anyway. */
-	if (fstatat(STDERR_FILENO, "", &st, AT_EMPTY_PATH) == 0) {
+	 * faults in to read it; no_path is on a page the load writes anyway. */
+	if (fstatat(STDERR_FILENO, no_path, &st, AT_EMPTY_PATH) == 0) {
 		stderr_dev = st.st_dev;
 		stderr_ino = st.st_ino;
 		stderr_known = 1;
