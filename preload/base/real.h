@@ -34,7 +34,9 @@ NL_REAL_FUNCS(NL_REAL_DECLARE)
 NL_REAL_FUNCS_BY_HAND(NL_REAL_DECLARE)
 #undef NL_REAL_DECLARE
 
-#define NL_REAL(name) (nl_real_##name##_ptr)
+/* A relaxed load: the pointer is written once, from another thread perhaps
+ * (its first call), and any value ever stored in it calls the right code. */
+#define NL_REAL(name) (__atomic_load_n(&nl_real_##name##_ptr, __ATOMIC_RELAXED))
 
 /* Resolves every function now; once per process (later calls return at
  * once). */
