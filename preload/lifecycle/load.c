@@ -32,7 +32,7 @@ __attribute__((visibility("hidden"))) void *__dso_handle = &__dso_handle;
  * This object's own reference to an exported function goes through its GOT,
  * which holds the first definition in lookup order; the hidden alias is its
  * own definition (lens.c). */
-nemolens_meter *nl_lens_meter_get_here(const char *name);
+extern __typeof__(nemolens_meter_get) nl_lens_meter_get_here;
 
 NL_LOAD_PATH static bool another_copy_first(void)
 {
