@@ -41,25 +41,26 @@ bool nl_utf8_valid(const char *str, size_t n)
 	return true;
 }
 
-NL_LOAD_PATH char *nl_utf8_sanitized_dup(const char *s)
+NL_LOAD_PATH void nl_utf8_sanitize(char *s)
 {
 	size_t n = strlen(s);
-	char *out = malloc(n + 1);
-	if (!out)
-		return NULL;
 	size_t i = 0;
 	while (i < n) {
 		/* The longest valid sequence starting here (1 to 4 bytes), if any. */
 		size_t len = 4;
 		while (len > 0 && (i + len > n || !nl_utf8_valid(s + i, len)))
 			len--;
-		if (len == 0) {
-			out[i++] = '?';
-			continue;
-		}
-		memcpy(out + i, s + i, len);
-		i += len;
+		if (len == 0)
+			s[i++] = '?';
+		else
+			i += len;
 	}
-	out[n] = 0;
+}
+
+char *nl_utf8_sanitized_dup(const char *s)
+{
+	char *out = strdup(s);
+	if (out)
+		nl_utf8_sanitize(out);
 	return out;
 }

@@ -14,7 +14,9 @@ size_t nl_utf8_seq(const unsigned char *s, size_t n, size_t *bad_len);
 
 /* True when the n bytes at s are valid UTF-8. */
 bool nl_utf8_valid(const char *s, size_t n);
-/* malloc'd copy of s with every invalid UTF-8 byte replaced by '?'. */
+/* Replaces every byte of s that is not part of valid UTF-8 by '?'. */
+void nl_utf8_sanitize(char *s);
+/* A malloc'd copy of s, sanitized. */
 char *nl_utf8_sanitized_dup(const char *s);
 
 #endif

@@ -6,6 +6,7 @@
 #include <ctype.h>
 #include <errno.h>
 #include <limits.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -238,10 +239,50 @@ NL_LOAD_PATH static void env_ms(const struct env *e, const char *name, long *out
 		invalid(name, v, "a whole number of milliseconds");
 }
 
-static char *env_dup(const struct env *e, const char *name)
+/* ---- the configuration's strings ---------------------------------------- */
+
+/* A copy of a (na bytes) followed by the string b, in cfg's store while it
+ * has room, else on the heap. NULL only when the heap has none. */
+NL_LOAD_PATH static char *keep(struct nl_config *cfg, const char *a, size_t na, const char *b)
+{
+	size_t nb = strlen(b);
+	size_t need = na + nb + 1;
+	char *out;
+	if (need <= sizeof cfg->store - cfg->store_used) {
+		out = cfg->store + cfg->store_used;
+		cfg->store_used += need;
+	} else if (!(out = malloc(need))) {
+		return NULL;
+	}
+	memcpy(out, a, na);
+	memcpy(out + na, b, nb + 1);
+	return out;
+}
+
+NL_LOAD_PATH static char *keep_str(struct nl_config *cfg, const char *s)
+{
+	return keep(cfg, s, strlen(s), "");
+}
+
+/* Every string of cfg goes here: those in the store stay. */
+static void drop(struct nl_config *cfg, char *s)
+{
+	uintptr_t p = (uintptr_t)s, store = (uintptr_t)cfg->store;
+	if (p - store >= sizeof cfg->store)
+		free(s);
+}
+
+/* The table of a kv list whose variable is set: on the heap, as its
+ * strings are, so that the usual environment costs nothing. */
+static struct nl_header *kv_table(size_t max)
+{
+	return calloc(max, sizeof(struct nl_header));
+}
+
+NL_LOAD_PATH static char *env_keep(struct nl_config *cfg, const struct env *e, const char *name)
 {
 	const char *v = env_get(e, name);
-	return v ? strdup(v) : NULL;
+	return v ? keep_str(cfg, v) : NULL;
 }
 
 /* The METRICS_ specific variable wins over the generic one. */
@@ -285,7 +326,7 @@ static void load_endpoint(struct nl_config *cfg, const struct env *e)
 	const char *v = env_get(e, "OTEL_EXPORTER_OTLP_METRICS_ENDPOINT");
 	if (v) {
 		if (is_http_url(v)) {
-			cfg->endpoint = strdup(v);
+			cfg->endpoint = keep_str(cfg, v);
 			return;
 		}
 		invalid("OTEL_EXPORTER_OTLP_METRICS_ENDPOINT", v, "an http:// or https:// URL");
@@ -296,20 +337,15 @@ static void load_endpoint(struct nl_config *cfg, const struct env *e)
 			/* Joined by hand, not by sprintf: every process reads
 			 * this at load, and printf's code is pages of libc that
 			 * nothing else at load touches. */
-			static const char path[] = "/v1/metrics";
 			size_t n = strlen(v);
 			if (v[n - 1] == '/')
 				n--;
-			cfg->endpoint = malloc(n + sizeof path);
-			if (cfg->endpoint) {
-				memcpy(cfg->endpoint, v, n);
-				memcpy(cfg->endpoint + n, path, sizeof path);
-			}
+			cfg->endpoint = keep(cfg, v, n, "/v1/metrics");
 			return;
 		}
 		invalid("OTEL_EXPORTER_OTLP_ENDPOINT", v, "an http:// or https:// URL");
 	}
-	cfg->endpoint = strdup(DEFAULT_ENDPOINT);
+	cfg->endpoint = keep_str(cfg, DEFAULT_ENDPOINT);
 }
 
 static void load_exporter(struct nl_config *cfg, const struct env *e)
@@ -346,7 +382,7 @@ static void load_otlp(struct nl_config *cfg, const struct env *e)
 
 	load_endpoint(cfg, e);
 
-	if ((v = env_otlp(e, "HEADERS", &which))) {
+	if ((v = env_otlp(e, "HEADERS", &which)) && (cfg->headers = kv_table(NL_MAX_HEADERS))) {
 		int n = nl_parse_kv_list(v, cfg->headers, NL_MAX_HEADERS);
 		if (n < 0)
 			invalid(which, v, "comma-separated key=value pairs (percent-encoded)");
@@ -374,11 +410,11 @@ static void load_otlp(struct nl_config *cfg, const struct env *e)
 		nl_warn_once(key, "%s=%s is not supported; using http/protobuf", which, v);
 	}
 	if ((v = env_otlp(e, "CERTIFICATE", NULL)))
-		cfg->ca_file = strdup(v);
+		cfg->ca_file = keep_str(cfg, v);
 	if ((v = env_otlp(e, "CLIENT_KEY", NULL)))
-		cfg->client_key = strdup(v);
+		cfg->client_key = keep_str(cfg, v);
 	if ((v = env_otlp(e, "CLIENT_CERTIFICATE", NULL)))
-		cfg->client_cert = strdup(v);
+		cfg->client_cert = keep_str(cfg, v);
 
 	v = env_get(e, "OTEL_EXPORTER_OTLP_METRICS_TEMPORALITY_PREFERENCE");
 	if (v) {
@@ -436,7 +472,7 @@ NL_LOAD_PATH static void load_log_output(struct nl_config *cfg, const struct env
 		else
 			bad = nl_log_set_output(NL_LOG_TO_FILE, v) != 0;
 		if (!bad)
-			cfg->log_path = strdup(v);
+			cfg->log_path = keep_str(cfg, v);
 	}
 	load_log_level(cfg, e);
 	if (bad)
@@ -446,7 +482,7 @@ NL_LOAD_PATH static void load_log_output(struct nl_config *cfg, const struct env
 static void load_resource(struct nl_config *cfg, const struct env *e)
 {
 	const char *v = env_get(e, "OTEL_RESOURCE_ATTRIBUTES");
-	if (v) {
+	if (v && (cfg->resource = kv_table(NL_MAX_RESOURCE_ATTRS))) {
 		int n = nl_parse_kv_list(v, cfg->resource, NL_MAX_RESOURCE_ATTRS);
 		if (n < 0)
 			invalid("OTEL_RESOURCE_ATTRIBUTES", v, "comma-separated key=value pairs (percent-encoded)");
@@ -459,8 +495,8 @@ static void load_resource(struct nl_config *cfg, const struct env *e)
 		for (size_t i = 0; i < cfg->n_resource; i++)
 			if (strcmp(cfg->resource[i].name, "service.name") == 0 && cfg->resource[i].value[0])
 				service = cfg->resource[i].value;
-	if (service)
-		cfg->service_name = nl_utf8_sanitized_dup(service);
+	if (service && (cfg->service_name = keep_str(cfg, service)))
+		nl_utf8_sanitize(cfg->service_name);
 }
 
 /* NEMOLENS_HTTP: on (both sides), server, client, or off. */
@@ -479,7 +515,7 @@ static void load_http(struct nl_config *cfg, const struct env *e)
 		else
 			invalid("NEMOLENS_HTTP", v, "true, false, server or client");
 	}
-	cfg->http_routes = env_dup(e, "NEMOLENS_HTTP_ROUTES");
+	cfg->http_routes = env_keep(cfg, e, "NEMOLENS_HTTP_ROUTES");
 	cfg->http_route_unmatched = NL_ROUTE_TEMPLATE;
 	if ((v = env_get(e, "NEMOLENS_HTTP_ROUTE_UNMATCHED"))) {
 		enum nl_route_unmatched mode;
@@ -532,17 +568,17 @@ static void load_http(struct nl_config *cfg, const struct env *e)
 		else
 			invalid("NEMOLENS_HTTP_SERVER_NAME_LIMIT", v, "a number from 1 to 250");
 	}
-	cfg->http_known_methods = env_dup(e, "OTEL_INSTRUMENTATION_HTTP_KNOWN_METHODS");
+	cfg->http_known_methods = env_keep(cfg, e, "OTEL_INSTRUMENTATION_HTTP_KNOWN_METHODS");
 	static const char *const gym[] = { "NEMOLENS_GYM_ENDPOINTS", NULL };
 	cfg->gym_endpoints = true;
 	if (env_bool(e, gym, &on))
 		cfg->gym_endpoints = on;
 	v = env_get(e, "NEMOLENS_GYM_ROLLOUT_ROUTE");
-	cfg->gym_rollout_route = strdup(v && v[0] == '/' ? v : "/run");
+	cfg->gym_rollout_route = keep_str(cfg, v && v[0] == '/' ? v : "/run");
 	if (v && v[0] != '/')
 		invalid("NEMOLENS_GYM_ROLLOUT_ROUTE", v, "a route starting with /");
 	v = env_get(e, "NEMOLENS_GYM_VERIFY_ROUTE");
-	cfg->gym_verify_route = strdup(v && v[0] == '/' ? v : "/verify");
+	cfg->gym_verify_route = keep_str(cfg, v && v[0] == '/' ? v : "/verify");
 	if (v && v[0] != '/')
 		invalid("NEMOLENS_GYM_VERIFY_ROUTE", v, "a route starting with /");
 }
@@ -570,7 +606,7 @@ static void load_adopt(struct nl_config *cfg, const struct env *e)
 		else
 			invalid("NEMOLENS_LEFTOVER_MAX_AGE_S", v, "seconds from 1 to 2592000 (30 days)");
 	}
-	cfg->runtime_dir = env_dup(e, "XDG_RUNTIME_DIR");
+	cfg->runtime_dir = env_keep(cfg, e, "XDG_RUNTIME_DIR");
 }
 
 NL_LOAD_PATH void nl_config_load(struct nl_config *cfg, nl_getenv_fn get, const char *program_name)
@@ -631,40 +667,34 @@ NL_LOAD_PATH void nl_config_load(struct nl_config *cfg, nl_getenv_fn get, const 
 	}
 
 	load_resource(cfg, &e);
-	cfg->destinations = env_dup(&e, "NEMOLENS_DESTINATIONS");
-	cfg->console_path = env_dup(&e, "NEMOLENS_CONSOLE_PATH");
+	cfg->destinations = env_keep(cfg, &e, "NEMOLENS_DESTINATIONS");
+	cfg->console_path = env_keep(cfg, &e, "NEMOLENS_CONSOLE_PATH");
 
 	v = env_get(&e, "NEMOLENS_SERVER_NAME");
-	if (v)
-		cfg->server_name = nl_utf8_sanitized_dup(v);
-	else if (cfg->service_name)
-		cfg->server_name = strdup(cfg->service_name);
-	else
-		cfg->server_name = nl_utf8_sanitized_dup(program_name && *program_name ? program_name : "unknown");
+	if (!v)
+		v = cfg->service_name ? cfg->service_name : program_name && *program_name ? program_name : "unknown";
+	if ((cfg->server_name = keep_str(cfg, v)))
+		nl_utf8_sanitize(cfg->server_name);
 	v = env_get(&e, "NEMOLENS_SERVER_TYPE");
-	cfg->server_type = nl_utf8_sanitized_dup(v ? v : "process");
+	if ((cfg->server_type = keep_str(cfg, v ? v : "process")))
+		nl_utf8_sanitize(cfg->server_type);
 	load_http(cfg, &e);
 	load_adopt(cfg, &e);
 }
 
 void nl_config_free(struct nl_config *cfg)
 {
-	free(cfg->http_routes);
-	free(cfg->http_known_methods);
-	free(cfg->gym_rollout_route);
-	free(cfg->gym_verify_route);
-	free(cfg->endpoint);
-	nl_free_kv_list(cfg->headers, cfg->n_headers);
-	nl_free_kv_list(cfg->resource, cfg->n_resource);
-	free(cfg->ca_file);
-	free(cfg->client_key);
-	free(cfg->client_cert);
-	free(cfg->service_name);
-	free(cfg->server_name);
-	free(cfg->server_type);
-	free(cfg->destinations);
-	free(cfg->console_path);
-	free(cfg->log_path);
-	free(cfg->runtime_dir);
+	char *strings[] = { cfg->http_routes, cfg->http_known_methods, cfg->gym_rollout_route,
+			    cfg->gym_verify_route, cfg->endpoint, cfg->ca_file, cfg->client_key,
+			    cfg->client_cert, cfg->service_name, cfg->server_name, cfg->server_type,
+			    cfg->destinations, cfg->console_path, cfg->log_path, cfg->runtime_dir };
+	for (size_t i = 0; i < sizeof strings / sizeof *strings; i++)
+		drop(cfg, strings[i]);
+	if (cfg->headers)
+		nl_free_kv_list(cfg->headers, cfg->n_headers);
+	if (cfg->resource)
+		nl_free_kv_list(cfg->resource, cfg->n_resource);
+	free(cfg->headers);
+	free(cfg->resource);
 	memset(cfg, 0, sizeof *cfg);
 }

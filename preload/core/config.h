@@ -32,7 +32,7 @@ struct nl_config {
 	long otlp_timeout_ms;           /* OTEL_EXPORTER_OTLP_[METRICS_]TIMEOUT */
 	long exit_timeout_ms;           /* NEMOLENS_EXIT_TIMEOUT_MS */
 	char *endpoint;                 /* full metrics URL */
-	struct nl_header headers[NL_MAX_HEADERS];
+	struct nl_header *headers;      /* NL_MAX_HEADERS entries, allocated when the variable is set */
 	size_t n_headers;
 	bool gzip;
 	char *ca_file;
@@ -43,7 +43,7 @@ struct nl_config {
 	char *service_name;             /* OTEL_SERVICE_NAME or service.name resource attr; may be NULL */
 	char *server_name;              /* NEMOLENS_SERVER_NAME, else service name, else program name */
 	char *server_type;              /* NEMOLENS_SERVER_TYPE, default "process" */
-	struct nl_header resource[NL_MAX_RESOURCE_ATTRS];  /* OTEL_RESOURCE_ATTRIBUTES, decoded */
+	struct nl_header *resource;     /* OTEL_RESOURCE_ATTRIBUTES, decoded; as headers */
 	size_t n_resource;
 	char *destinations;             /* NEMOLENS_DESTINATIONS, raw */
 	bool memory_profiling;
@@ -71,6 +71,13 @@ struct nl_config {
 	enum nl_adopt_mode adopt;       /* NEMOLENS_ADOPT */
 	long leftover_max_age_s;        /* NEMOLENS_LEFTOVER_MAX_AGE_S: undeliverable leftovers go then */
 	char *runtime_dir;              /* XDG_RUNTIME_DIR, raw */
+	/* The strings above live in this store while it has room, on the heap
+	 * after that: with the usual environment a process loads the shim
+	 * without a malloc, which would be its first (a heap set up, a page
+	 * touched). nl_config_free tells the two apart, so a configuration is
+	 * never copied by value. */
+	size_t store_used;
+	char store[256];
 };
 
 /* The pid of the outermost shim process of a tree: the shim puts it into

@@ -6,6 +6,7 @@
  * stderr. */
 #include <criterion/criterion.h>
 #include <errno.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -1501,4 +1502,47 @@ Test(parse, utf8_sanitized_dup)
 	assert_sanitized("end\xe2\x82", "end??");
 	assert_sanitized("\xe2\x82\xac\xe2", "\xe2\x82\xac?");
 	assert_sanitized("a\xc3(b", "a?(b");
+}
+
+static bool in_store(const struct nl_config *c, const char *s)
+{
+	return s && (uintptr_t)s >= (uintptr_t)c->store && (uintptr_t)s < (uintptr_t)c->store + sizeof c->store;
+}
+
+/* A process with the usual environment loads the shim without a malloc:
+ * its configuration's strings are in the configuration itself. Longer ones
+ * go to the heap, and both kinds read back and are freed (ASan checks the
+ * frees). */
+Test(config, strings_live_in_the_store_until_it_is_full)
+{
+	struct nl_config c;
+	env_set("XDG_RUNTIME_DIR", "/run/user/1000");
+	load(&c);
+	const char *small[] = { c.endpoint, c.gym_rollout_route, c.gym_verify_route, c.server_name, c.server_type,
+				c.runtime_dir };
+	for (size_t i = 0; i < sizeof small / sizeof *small; i++)
+		cr_assert(in_store(&c, small[i]), "string %zu (%s) is not in the store", i, small[i]);
+	cr_assert_str_eq(c.server_name, "myprog");
+	cr_assert_str_eq(c.runtime_dir, "/run/user/1000");
+	nl_config_free(&c);
+
+	static char big[3][300];
+	for (int i = 0; i < 3; i++) {
+		memset(big[i], 'a' + i, sizeof big[i] - 1);
+		big[i][0] = '/';
+	}
+	env_set("NEMOLENS_HTTP_ROUTES", big[0]);
+	env_set("NEMOLENS_GYM_ROLLOUT_ROUTE", big[1]);
+	env_set("OTEL_EXPORTER_OTLP_ENDPOINT", "http://collector.example:4318/");
+	env_set("NEMOLENS_SERVER_NAME", big[2]);
+	load(&c);
+	cr_assert_str_eq(c.http_routes, big[0]);
+	cr_assert_str_eq(c.gym_rollout_route, big[1]);
+	cr_assert_str_eq(c.server_name, big[2]);
+	cr_assert_str_eq(c.endpoint, "http://collector.example:4318/v1/metrics");
+	cr_assert_str_eq(c.runtime_dir, "/run/user/1000");
+	cr_assert_str_eq(c.gym_verify_route, "/verify");
+	cr_assert(!in_store(&c, c.http_routes) && !in_store(&c, c.server_name), "too long for the store");
+	cr_assert_leq(c.store_used, sizeof c.store);
+	nl_config_free(&c);
 }

@@ -314,7 +314,7 @@ Test(segment, delivery_key_names_the_destination)
 	struct nl_config a = { .endpoint = "http://a:4318/v1/metrics" }, b = a, c = a;
 	b.endpoint = "http://b:4318/v1/metrics";
 	struct nl_header hdr = { .name = "x-tenant", .value = "1" };
-	c.headers[0] = hdr;
+	c.headers = &hdr;
 	c.n_headers = 1;
 	cr_assert_eq(nl_seg_delivery_key(&a), nl_seg_delivery_key(&a));
 	cr_assert_neq(nl_seg_delivery_key(&a), nl_seg_delivery_key(&b));
