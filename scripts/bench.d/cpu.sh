@@ -116,16 +116,26 @@ cpu_ngx_conf() {
 }
 
 # cpu_ngx_start A|B PORT DIR: section 3's nginx on PORT with its own pid
-# file and logs in DIR, pinned; sets CPU_PID
+# file and logs in DIR, pinned; sets CPU_PID (the process whose CPU is
+# counted: nginx) and CPU_STOP (the one to stop: nginx, or the launcher
+# that runs it). NGX_RUN=1: B runs under nemolens-run, which exports for it,
+# so that nginx has no thread of the shim (its CPU is the launcher's).
 cpu_ngx_start() {
-	local v=$1 port=$2 dir=$3 envs=()
+	local v=$1 port=$2 dir=$3 envs=() run=()
 	cpu_ngx_conf "$port" "$dir"
 	[ "$v" = B ] && [ "${NGX_CONTROL:-0}" = 0 ] && envs=(LD_PRELOAD="$SO" "${SHIM_EXPORT_ENV[@]}" OTEL_SERVICE_NAME=bench-nginx)
-	env "${envs[@]}" "${CPU_PIN_SERVER[@]}" "$NGX" -p "$NX" -e "$dir/logs/error.log" -c "$dir/nginx.conf" \
+	if [ "$v" = B ] && [ "${NGX_RUN:-0}" = 1 ]; then
+		envs=("${SHIM_EXPORT_ENV[@]}" OTEL_SERVICE_NAME=bench-nginx)
+		run=("$B/nemolens-run" --)
+	fi
+	env "${envs[@]}" "${CPU_PIN_SERVER[@]}" "${run[@]}" "$NGX" -p "$NX" -e "$dir/logs/error.log" -c "$dir/nginx.conf" \
 		>"$dir/logs/out.log" 2>&1 &
-	CPU_PID=$!
-	PIDS+=("$CPU_PID")
-	wait_http "http://127.0.0.1:$port/file.txt" 10
+	CPU_STOP=$!
+	CPU_PID=$CPU_STOP
+	PIDS+=("$CPU_STOP")
+	wait_http "http://127.0.0.1:$port/file.txt" 10 || return 1
+	((${#run[@]})) && CPU_PID=$(cat "$dir/nginx.pid" 2>/dev/null)
+	[ -n "$CPU_PID" ]
 }
 
 # cpu_nginx NAME LABEL TARGET WRK-ARGS...: both servers up for the whole row
@@ -133,16 +143,17 @@ cpu_nginx() {
 	local name=$1 label=$2 target=$3 i v got f="$WORK/cpu.ngx.$1"
 	shift 3
 	: >"$f"
-	local -A pid port
+	local -A pid port stop
 	for v in A B; do
 		port[$v]=$(free_port)
 		if ! cpu_ngx_start "$v" "${port[$v]}" "$WORK/cpu.ngx.$name.$v"; then
-			stop_pid "$CPU_PID"
-			[ "$v" = B ] && stop_pid "${pid[A]}"
+			stop_pid "$CPU_STOP"
+			[ "$v" = B ] && stop_pid "${stop[A]}"
 			na_row 3 "CPU per request: $label" "nginx did not start" "${target#-}"
 			return
 		fi
 		pid[$v]=$CPU_PID
+		stop[$v]=$CPU_STOP
 	done
 	for ((i = -CPU_WARM; i < CPU_PAIRS; i++)); do
 		for v in $(cpu_order $((i + CPU_WARM))); do
@@ -150,8 +161,8 @@ cpu_nginx() {
 			((i >= 0)) && echo "$v $got" >>"$f"
 		done
 	done
-	stop_pid "${pid[A]}"
-	stop_pid "${pid[B]}"
+	stop_pid "${stop[A]}"
+	stop_pid "${stop[B]}"
 	cpu_row "$f" "$label" "$target"
 }
 
@@ -243,6 +254,15 @@ cpu_server_rows() {
 	if ((NX_OK)); then
 		cpu_nginx ka "nginx keep-alive (worker)" 1.03
 		cpu_nginx close "nginx connection per request (worker)" 1.02 -H 'Connection: close'
+		if cmake --build "$B" --target nemolens-run >>"$WORK/build.log" 2>&1; then
+			NGX_RUN=1
+			cpu_nginx run_ka "nginx under nemolens-run, keep-alive (worker)" 1.03
+			cpu_nginx run_close "nginx under nemolens-run, connection per request (worker)" 1.02 -H 'Connection: close'
+			NGX_RUN=0
+		else
+			na_row 3 "CPU per request: nginx under nemolens-run, keep-alive (worker)" "nemolens-run did not build" "<= 1.03"
+			na_row 3 "CPU per request: nginx under nemolens-run, connection per request (worker)" "nemolens-run did not build" "<= 1.02"
+		fi
 		NGX_CONTROL=1
 		cpu_nginx ka_aa "nginx keep-alive, control: no shim either side" -
 		NGX_CONTROL=0

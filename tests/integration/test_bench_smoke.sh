@@ -68,6 +68,8 @@ rows=(
 	"uvicorn/FastAPI server under the shim (HTTP metrics on): requests/s"
 	"CPU per request: nginx keep-alive (worker)"
 	"CPU per request: nginx connection per request (worker)"
+	"CPU per request: nginx under nemolens-run, keep-alive (worker)"
+	"CPU per request: nginx under nemolens-run, connection per request (worker)"
 	"CPU per request: nginx keep-alive, control: no shim either side"
 	"instr/request: nginx keep-alive, worker thread (callgrind)"
 	"instr/request: nginx connection per request, worker thread (callgrind)"
