@@ -52,16 +52,16 @@ run() {
 	shift
 	env -i PATH=/usr/bin:/bin LD_PRELOAD="$SO" NEMOLENS_MEMORY_PROFILING=true \
 		NEMOLENS_MEMORY_SAMPLE_INTERVAL_MS=$INTERVAL_MS OTEL_METRICS_EXPORTER=console \
-		NEMOLENS_CONSOLE_PATH=/dev/null OTEL_METRIC_EXPORT_INTERVAL=600000 NEMOLENS_LOG_LEVEL=debug \
+		NEMOLENS_CONSOLE_PATH=/dev/null OTEL_METRIC_EXPORT_INTERVAL=600000 NEMOLENS_LOG_LEVEL=debug NEMOLENS_LOG_PATH=stderr \
 		NEMOLENS_SERVER_NAME=bench "${vars[@]}" "$@" 2>"$log"
 }
 
 # stats LOG MIN_RSS: one line of key=value figures over the samples whose
 # tree RSS is at least MIN_RSS bytes.
 stats() {
-	grep -o 'memsampler: sample .*' "$1" | awk -v min="$2" -v iv=$INTERVAL_MS '
+	grep -o 'memsampler: pid [0-9]* sample .*' "$1" | awk -v min="$2" -v iv=$INTERVAL_MS '
 	{
-		for (i = 3; i <= NF; i++) { split($i, kv, "="); f[kv[1]] = kv[2] }
+		for (i = 5; i <= NF; i++) { split($i, kv, "="); f[kv[1]] = kv[2] }
 		if (f["rss"] + 0 < min) next
 		n++; cpu[n] = f["cpu_us"]; sum += f["cpu_us"]; members = f["members"]; scanned = f["scanned"]
 		if (f["pss_reads"] > 0) { reads += f["pss_reads"]; rc[++nr] = f["pss_read_cost_us"] / f["pss_reads"] }

@@ -122,6 +122,10 @@ for r in "instr/call: read, untracked fd (pipe)" "wall: socketpair 1-byte ping-p
 	"RSS added: idle process" "export of 1,000 series: CPU, bytes"; do
 	grep -F -- "$r" <<<"$table" | grep -qv 'n/a' || fail "row '$r' measured nothing"
 done
+# The memory sampler's row is made of figures its debug lines carry: each
+# one a number, not an empty field (the lines' form changed once unnoticed).
+grep -F -- "memory sampler: cost per sample" <<<"$table" | grep -Eq 'tree [0-9]+ us CPU/sample .*PSS read [0-9]+ us' ||
+	fail "the memory sampler's row has no figures"
 # The Markdown report with the machine description.
 MD="$BUILD/bench.md"
 [ -s "$MD" ] || fail "$MD not written"
