@@ -285,13 +285,14 @@ NL_LOAD_PATH static char *env_keep(struct nl_config *cfg, const struct env *e, c
 	return v ? keep_str(cfg, v) : NULL;
 }
 
-/* The METRICS_ specific variable wins over the generic one. */
-NL_LOAD_PATH static const char *env_otlp(const struct env *e, const char *suffix, const char **which)
+/* The METRICS_ specific variable wins over the generic one; name receives
+ * the one whose value is returned, for a warning about it. */
+#define OTLP_NAME_MAX 80
+NL_LOAD_PATH static const char *env_otlp(const struct env *e, const char *suffix, char name[OTLP_NAME_MAX])
 {
 	/* Joined by hand, not by snprintf: every process reads these at load. */
-	static __thread char name[80];
 	static const char metrics[] = "OTEL_EXPORTER_OTLP_METRICS_", any[] = "OTEL_EXPORTER_OTLP_";
-	size_t n = strnlen(suffix, sizeof name - sizeof metrics);
+	size_t n = strnlen(suffix, OTLP_NAME_MAX - sizeof metrics);
 	memcpy(name, metrics, sizeof metrics - 1);
 	memcpy(name + sizeof metrics - 1, suffix, n);
 	name[sizeof metrics - 1 + n] = 0;
@@ -302,8 +303,6 @@ NL_LOAD_PATH static const char *env_otlp(const struct env *e, const char *suffix
 		name[sizeof any - 1 + n] = 0;
 		v = env_get(e, name);
 	}
-	if (which)
-		*which = name;
 	return v;
 }
 
@@ -378,25 +377,26 @@ static void load_exporter(struct nl_config *cfg, const struct env *e)
 
 static void load_otlp(struct nl_config *cfg, const struct env *e)
 {
-	const char *which, *v;
+	char which[OTLP_NAME_MAX];
+	const char *v;
 
 	load_endpoint(cfg, e);
 
-	if ((v = env_otlp(e, "HEADERS", &which)) && (cfg->headers = kv_table(NL_MAX_HEADERS))) {
+	if ((v = env_otlp(e, "HEADERS", which)) && (cfg->headers = kv_table(NL_MAX_HEADERS))) {
 		int n = nl_parse_kv_list(v, cfg->headers, NL_MAX_HEADERS);
 		if (n < 0)
 			invalid(which, v, "comma-separated key=value pairs (percent-encoded)");
 		else
 			cfg->n_headers = (size_t)n;
 	}
-	if ((v = env_otlp(e, "TIMEOUT", &which))) {
+	if ((v = env_otlp(e, "TIMEOUT", which))) {
 		long ms;
 		if (nl_parse_ms(v, &ms) == 0 && ms > 0)
 			cfg->otlp_timeout_ms = ms;
 		else
 			invalid(which, v, "a positive number of milliseconds");
 	}
-	if ((v = env_otlp(e, "COMPRESSION", &which))) {
+	if ((v = env_otlp(e, "COMPRESSION", which))) {
 		if (strcasecmp(v, "gzip") == 0)
 			cfg->gzip = true;
 		else if (strcasecmp(v, "none") == 0)
@@ -404,16 +404,16 @@ static void load_otlp(struct nl_config *cfg, const struct env *e)
 		else
 			invalid(which, v, "gzip or none");
 	}
-	if ((v = env_otlp(e, "PROTOCOL", &which)) && strcmp(v, "http/protobuf") != 0) {
+	if ((v = env_otlp(e, "PROTOCOL", which)) && strcmp(v, "http/protobuf") != 0) {
 		char key[96];
 		snprintf(key, sizeof key, "env.%s", which);
 		nl_warn_once(key, "%s=%s is not supported; using http/protobuf", which, v);
 	}
-	if ((v = env_otlp(e, "CERTIFICATE", NULL)))
+	if ((v = env_otlp(e, "CERTIFICATE", which)))
 		cfg->ca_file = keep_str(cfg, v);
-	if ((v = env_otlp(e, "CLIENT_KEY", NULL)))
+	if ((v = env_otlp(e, "CLIENT_KEY", which)))
 		cfg->client_key = keep_str(cfg, v);
-	if ((v = env_otlp(e, "CLIENT_CERTIFICATE", NULL)))
+	if ((v = env_otlp(e, "CLIENT_CERTIFICATE", which)))
 		cfg->client_cert = keep_str(cfg, v);
 
 	v = env_get(e, "OTEL_EXPORTER_OTLP_METRICS_TEMPORALITY_PREFERENCE");
