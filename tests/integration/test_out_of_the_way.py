@@ -191,6 +191,30 @@ class OutOfTheWay(harness.ShimTestCase):
             time.sleep(0.05)
         return cond()
 
+    def test_a_process_started_under_a_shim_process_loads_without_a_malloc(self):
+        """Reading the configuration at load makes no allocation (its strings go
+        to its own store), so a program whose parent runs the shim starts with
+        no heap at all, as without the shim; a value too long for the store
+        does take the heap, which the probe sees."""
+        if SANITIZED:
+            self.skipTest("a sanitizer's runtime replaces malloc")
+        d = harness.new_runtime_dir()
+        src, probe = os.path.join(d, "heap_probe.c"), os.path.join(d, "heap_probe")
+        with open(src, "w") as f:
+            f.write("#include <malloc.h>\n#include <stdio.h>\n"
+                    "int main(void)\n{\n\tsize_t heap = mallinfo2().arena;   /* before main's own */\n"
+                    "\tprintf(\"%zu\\n\", heap);\n\treturn 0;\n}\n")
+        cc = subprocess.run(["cc", "-O2", src, "-o", probe], capture_output=True, text=True)
+        self.assertEqual(cc.returncode, 0, cc.stderr)
+        outer = {"NEMOLENS_OUTERMOST_PID": str(os.getpid())}   # as a shim process's descendant sees it
+        bare = harness.run([probe], {"PATH": os.environ.get("PATH", "")})
+        self.assertEqual((bare.returncode, bare.stdout), (0, "0\n"), "the probe itself allocates nothing")
+        p = self.run_program([probe], **outer)
+        self.assertEqual((p.returncode, p.stdout), (0, "0\n"), p.stderr)
+        p = self.run_program([probe], NEMOLENS_HTTP_ROUTES="/" + "a" * 400, **outer)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertGreater(int(p.stdout), 0, "a value past the store comes from the heap")
+
     def deliver_through_open_gate(self):
         """The collector answers again: the next shim process delivers what
         the others left (it lives for a few of its export intervals)."""
