@@ -690,10 +690,8 @@ void nl_config_free(struct nl_config *cfg)
 			    cfg->destinations, cfg->console_path, cfg->log_path, cfg->runtime_dir };
 	for (size_t i = 0; i < sizeof strings / sizeof *strings; i++)
 		drop(cfg, strings[i]);
-	if (cfg->headers)
-		nl_free_kv_list(cfg->headers, cfg->n_headers);
-	if (cfg->resource)
-		nl_free_kv_list(cfg->resource, cfg->n_resource);
+	nl_free_kv_list(cfg->headers, cfg->n_headers);   /* n is 0 without a table */
+	nl_free_kv_list(cfg->resource, cfg->n_resource);
 	free(cfg->headers);
 	free(cfg->resource);
 	memset(cfg, 0, sizeof *cfg);

@@ -72,10 +72,10 @@ struct nl_config {
 	long leftover_max_age_s;        /* NEMOLENS_LEFTOVER_MAX_AGE_S: undeliverable leftovers go then */
 	char *runtime_dir;              /* XDG_RUNTIME_DIR, raw */
 	/* The strings above live in this store while it has room, on the heap
-	 * after that: with the usual environment a process loads the shim
-	 * without a malloc, which would be its first (a heap set up, a page
-	 * touched). nl_config_free tells the two apart, so a configuration is
-	 * never copied by value. */
+	 * after that: reading the usual environment takes no malloc, which at
+	 * load would be the process's first (a heap set up, a page touched).
+	 * nl_config_free tells the two apart, so a configuration is never
+	 * copied by value. */
 	size_t store_used;
 	char store[256];
 };
