@@ -20,7 +20,7 @@ PKGS=(
   libunwind-dev libprotobuf-c-dev protobuf-c-compiler
   libcurl4-openssl-dev libcriterion-dev zlib1g-dev
   curl openssl python3-aiohttp python3-httpx python3-uvicorn python3-fastapi python3-protobuf python3-uvloop python3-requests
-  nginx-light wrk golang-go
+  nginx-light wrk golang-go nodejs valgrind
   lintian chromium
   libpython3.11-testsuite libglib2.0-tests
 )
