@@ -311,11 +311,11 @@ Test(segment, a_series_list_in_a_circle_ends)
 
 Test(segment, delivery_key_names_the_destination)
 {
-	struct nl_config a = { .endpoint = "http://a:4318/v1/metrics" }, b = a, c = a;
-	b.endpoint = "http://b:4318/v1/metrics";
+	/* Built each on its own: a configuration is never copied by value (config.h). */
 	struct nl_header hdr = { .name = "x-tenant", .value = "1" };
-	c.headers = &hdr;
-	c.n_headers = 1;
+	struct nl_config a = { .endpoint = "http://a:4318/v1/metrics" };
+	struct nl_config b = { .endpoint = "http://b:4318/v1/metrics" };
+	struct nl_config c = { .endpoint = "http://a:4318/v1/metrics", .headers = &hdr, .n_headers = 1 };
 	cr_assert_eq(nl_seg_delivery_key(&a), nl_seg_delivery_key(&a));
 	cr_assert_neq(nl_seg_delivery_key(&a), nl_seg_delivery_key(&b));
 	cr_assert_neq(nl_seg_delivery_key(&a), nl_seg_delivery_key(&c));
