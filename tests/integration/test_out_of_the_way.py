@@ -215,6 +215,19 @@ class OutOfTheWay(harness.ShimTestCase):
         self.assertEqual(p.returncode, 0, p.stderr)
         self.assertGreater(int(p.stdout), 0, "a value past the store comes from the heap")
 
+    def test_the_shim_is_mapped_in_two_pieces(self):
+        """Headers, code and read-only data in one mapping, data in the other
+        (three once the dynamic linker has made the relocated part
+        read-only): each mapping is work at every start and exit of every
+        process under the shim, and the load path's code comes in with the
+        headers' page fault. Split the usual way, the same library is five."""
+        so = os.path.realpath(harness.SO)
+        p = self.run_program(["cat", "/proc/self/maps"], NEMOLENS_OUTERMOST_PID=str(os.getpid()))
+        self.assertEqual(p.returncode, 0, p.stderr)
+        maps = [l for l in p.stdout.splitlines() if l.split()[-1:] == [so]]
+        self.assertEqual(len(maps), 3, "\n".join(maps))
+        self.assertEqual(sorted(l.split()[1] for l in maps), ["r--p", "r-xp", "rw-p"], "\n".join(maps))
+
     def deliver_through_open_gate(self):
         """The collector answers again: the next shim process delivers what
         the others left (it lives for a few of its export intervals)."""
