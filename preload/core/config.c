@@ -375,7 +375,7 @@ static void load_exporter(struct nl_config *cfg, const struct env *e)
 	}
 }
 
-static void load_otlp(struct nl_config *cfg, const struct env *e)
+NL_LOAD_PATH static void load_otlp(struct nl_config *cfg, const struct env *e)
 {
 	char which[OTLP_NAME_MAX];
 	const char *v;
