@@ -47,11 +47,26 @@ NL_LOAD_PATH static const char *value_if_named(const char *entry, const char *na
 	return !*name && *entry == '=' ? entry + 1 : NULL;
 }
 
+/* getenv() by hand, for the same reason: a process under a shim ancestor
+ * asks for a name or two after the window closes, and getenv would be bound
+ * and its page of libc faulted in for them. */
+NL_LOAD_PATH static const char *find(const char *name)
+{
+	if (!*name)
+		return NULL;   /* as getenv: an entry "=value" is no variable */
+	for (char **e = environ; e && *e; e++) {
+		const char *v = value_if_named(*e, name);
+		if (v)
+			return v;
+	}
+	return NULL;
+}
+
 NL_LOAD_PATH const char *nl_env_get(const char *name)
 {
 	const struct nl_env_window *w = window;
 	if (!w || !wanted(name))
-		return getenv(name);
+		return find(name);
 	/* In the environment's order: the first of duplicates wins, as in getenv. */
 	for (int i = 0; i < w->n; i++) {
 		const char *v = value_if_named(w->kept[i], name);

@@ -8,12 +8,13 @@
  * it once and keeps the entries whose names the shim can ask for (NEMO...,
  * OTEL_..., XDG_...); nl_env_get() then looks only among those, usually a
  * handful. An environment with more of them than the window holds is
- * served by getenv.
+ * walked as getenv would walk it.
  *
  * Between nl_env_open() and nl_env_close() the environment must not change:
  * the load path calls them around its reading of the configuration, before
  * it sets any variable itself. Outside that window, and for names of other
- * forms, nl_env_get() is getenv().
+ * forms, nl_env_get() is getenv() (with getenv's rule: no thread may change
+ * the environment meanwhile).
  */
 #ifndef NL_ENV_H
 #define NL_ENV_H

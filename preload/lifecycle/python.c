@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "config.h"
+#include "env.h"
 #include "loadpath.h"
 #include "log.h"
 #include "real.h"
@@ -160,7 +161,7 @@ extern int Py_BytesMain(int argc, char **argv) __attribute__((weak));
 NL_LOAD_PATH void nl_python_setup(void)
 {
 	bool python = Py_BytesMain != NULL;
-	bool inherited = getenv(NL_ENV_PYTHON_SAVED) != NULL;
+	bool inherited = nl_env_get(NL_ENV_PYTHON_SAVED) != NULL;
 	if (!python && !inherited)
 		return;   /* not Python, nothing to take back: not one change */
 

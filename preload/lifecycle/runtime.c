@@ -764,7 +764,7 @@ NL_FORK_PATH static void atfork_child(void)
  * which reads the inherited value and may replace it. */
 NL_LOAD_PATH static void mark_tree(void)
 {
-	const char *outer = getenv(NL_ENV_OUTERMOST);
+	const char *outer = nl_env_get(NL_ENV_OUTERMOST);
 	if (outer && *outer)
 		return;
 	/* Digits by hand: the only formatting a process that never records

@@ -76,3 +76,25 @@ Test(env, many_candidates)
 		cr_expect_str_eq(v, name + 5);
 	}
 }
+
+/* After the window closes every name is looked up by a walk of the
+ * environment as getenv's: the same answers, odd entries included. */
+Test(env, closed_window_answers_as_getenv)
+{
+	static char a[] = "NEMOLENS_TEST_W=first", b[] = "NEMOLENS_TEST_W=second", c[] = "=empty-name",
+		    d[] = "NO_EQUALS_SIGN", e[] = "UNRELATED_TEST_W=", f[] = "NEMOLENS_TEST_WX=x";
+	char *fake[] = { a, b, c, d, e, f, NULL };
+	char **saved = environ;
+	environ = fake;
+	static const char *const names[] = { "NEMOLENS_TEST_W", "UNRELATED_TEST_W", "NO_EQUALS_SIGN", "NO_EQUALS",
+					     "NEMOLENS_TEST_WX", "NEMOLENS_TEST", "", "N" };
+	const char *want[sizeof names / sizeof *names], *got[sizeof names / sizeof *names];
+	for (size_t i = 0; i < sizeof names / sizeof *names; i++) {
+		want[i] = getenv(names[i]);
+		got[i] = nl_env_get(names[i]);
+	}
+	environ = saved;
+	for (size_t i = 0; i < sizeof names / sizeof *names; i++)
+		cr_expect(want[i] == got[i], "%s: getenv %s, nl_env_get %s", names[i], want[i] ? want[i] : "unset",
+			  got[i] ? got[i] : "unset");
+}
