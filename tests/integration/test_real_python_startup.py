@@ -4,8 +4,10 @@ test_venv) give the same per-test results under the shim, with its Python
 adapter delivered into every interpreter they start, as without it."""
 import os
 import re
+import shutil
 import subprocess
 import sys
+import tempfile
 import time
 import unittest
 
@@ -34,6 +36,15 @@ class CPythonStartupSuites(unittest.TestCase):
         plain.pop("PYTHONPATH", None)
         shim = harness.shim_env(OTEL_METRICS_EXPORTER="none")
         shim.pop("PYTHONPATH", None)
+        # Each run its own user site (test_site reads and changes what is
+        # there), made as a user's usual one: run side by side with one
+        # shared, either run could see the other's in the middle of a test.
+        for e in (plain, shim):
+            e["PYTHONUSERBASE"] = tempfile.mkdtemp(prefix="nl-test-userbase-", dir="/dev/shm")
+            self.addCleanup(shutil.rmtree, e["PYTHONUSERBASE"], True)
+            site = subprocess.run([harness.PYTHON, "-c", "import site; print(site.getusersitepackages())"], env=e,
+                                  capture_output=True, text=True, check=True).stdout.strip()
+            os.makedirs(site)
         # Both runs at once: each is mostly one busy interpreter, and the
         # machine has a core for each.
         t0 = time.monotonic()
