@@ -91,11 +91,12 @@ rows=(
 	"exit of a short Python process that connected once, collector never answers (nemolens-run"
 	"python3 -c pass (plain LD_PRELOAD"
 	"python3 -c pass (nemolens-run"
-	"CPU to spawn and reap /bin/true many times (an empty .so preloaded"
-	"CPU to spawn and reap /bin/true many times (plain LD_PRELOAD"
-	"CPU to spawn and reap /bin/true many times (nemolens-run"
-	"page faults per spawned /bin/true, the shell's fork included (an empty .so preloaded"
-	"page faults per spawned /bin/true, the shell's fork included (plain LD_PRELOAD"
+	"CPU to spawn and reap /bin/true, one at a time, modes interleaved (an empty .so preloaded"
+	"CPU to spawn and reap /bin/true, one at a time, modes interleaved (plain LD_PRELOAD"
+	"CPU to spawn and reap /bin/true, one at a time, modes interleaved (nemolens-run"
+	"page faults of a spawned /bin/true, its exec and exit included (an empty .so preloaded"
+	"page faults of a spawned /bin/true, its exec and exit included (plain LD_PRELOAD"
+	"page faults of a spawned /bin/true, its exec and exit included (nemolens-run"
 	"RSS added to an idle Python process after its first export (plain LD_PRELOAD)"
 	"RSS added to an idle Python process after its first export (nemolens-run)"
 	"threads and sockets of the shim in a program under nemolens-run"
@@ -122,6 +123,10 @@ for r in "instr/call: read, untracked fd (pipe)" "wall: socketpair 1-byte ping-p
 	"RSS added: idle process" "export of 1,000 series: CPU, bytes"; do
 	grep -F -- "$r" <<<"$table" | grep -qv 'n/a' || fail "row '$r' measured nothing"
 done
+# The spawn rows come from a program the bench builds and runs: each holds a
+# ratio with its quartiles.
+[ "$(grep -F -- "CPU to spawn and reap /bin/true, one at a time" <<<"$table" |
+	grep -Ec 'quartiles x[0-9.]+-x[0-9.]+.* x[0-9]+\.[0-9]{3}')" -eq 3 ] || fail "the spawn rows hold no ratios"
 # The memory sampler's row is made of figures its debug lines carry: each
 # one a number, not an empty field (the lines' form changed once unnoticed).
 grep -F -- "memory sampler: cost per sample" <<<"$table" | grep -Eq 'tree [0-9]+ us CPU/sample .*PSS read [0-9]+ us' ||
