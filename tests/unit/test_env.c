@@ -98,3 +98,32 @@ Test(env, closed_window_answers_as_getenv)
 		cr_expect(want[i] == got[i], "%s: getenv %s, nl_env_get %s", names[i], want[i] ? want[i] : "unset",
 			  got[i] ? got[i] : "unset");
 }
+
+/* Kept names that differ only in their last byte, and names of 300 bytes:
+ * each found as getenv finds it. */
+Test(env, same_lengths_and_long_names)
+{
+	char long_a[300], long_b[300];
+	memset(long_a, 'A', sizeof long_a - 1);
+	long_a[sizeof long_a - 1] = 0;
+	memcpy(long_a, "NEMOLENS_", 9);
+	memcpy(long_b, long_a, sizeof long_b);
+	long_b[298] = 'B';
+	setenv(long_a, "long a", 1);
+	setenv(long_b, "long b", 1);
+	setenv("OTEL_TEST_LEN_XA", "xa", 1);
+	setenv("OTEL_TEST_LEN_XB", "xb", 1);
+	nl_env_open(&w);
+	const char *names[] = { long_a, long_b, "OTEL_TEST_LEN_XA", "OTEL_TEST_LEN_XB", "OTEL_TEST_LEN_XC",
+				"OTEL_TEST_LEN_X" };
+	for (size_t i = 0; i < sizeof names / sizeof *names; i++) {
+		const char *want = getenv(names[i]), *got = nl_env_get(names[i]);
+		cr_expect((want == NULL) == (got == NULL), "name %zu: getenv %s, nl_env_get %s", i,
+			  want ? want : "unset", got ? got : "unset");
+		if (want && got)
+			cr_expect_str_eq(got, want, "name %zu", i);
+	}
+	nl_env_close();
+	unsetenv(long_a);
+	unsetenv(long_b);
+}
