@@ -55,7 +55,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/inotify.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -170,7 +169,9 @@ struct tree {
 	uint64_t next_sample;           /* CLOCK_MONOTONIC */
 	unsigned rounds;
 	uint64_t first_export;          /* CLOCK_MONOTONIC: an interval after the program's start */
-	int watch_fd;                   /* inotify on the segments' directory (-1: none), below */
+	bool watching;                  /* the segments' directory is looked at, below */
+	struct stat dir_seen;           /* as it was when the watch began */
+	uint64_t next_look;             /* CLOCK_MONOTONIC */
 	pthread_t thread;
 	bool running;
 	int keeper_fd;                  /* the keeper's socket (-1: none) */
@@ -373,60 +374,42 @@ static void keeper_start(struct tree *t, const sigset_t *mask)
  * the tree to export: a program that ends within its first interval and
  * whose tree recorded nothing needs neither. A process's segment is a file
  * in the segments' directory, created when it first records, so the
- * directory is watched (inotify, its readiness delivered as SIGIO, taken by
- * the same sigtimedwait as the other signals): the first file created there
- * starts both, as does the first interval's end. Armed before the program
- * is forked, so no segment of the tree is created unseen. Until then,
- * nothing names this process in a segment, and if it is killed meanwhile
- * no process of the tree is left waiting on it. Memory profiling starts
- * both at once: its first sample is taken at the start. */
+ * directory is watched: every TREE_LOOK_MS the launcher compares it with
+ * what it was before the program started (its change time, modification
+ * time and size, which a file created or renamed into it changes), and the
+ * first change starts both, as does the first interval's end. Looked at,
+ * not watched with inotify: closing an inotify instance that had a watch
+ * waits for the kernel to retire the watch (a grace period, 5 to 20 ms on
+ * a 6.x kernel, at the close or at the exit), and that wait would come on
+ * top of every short program's run. Until then, nothing names this process
+ * in a segment, and if it is killed meanwhile no process of the tree is
+ * left waiting on it. Memory profiling starts both at once: its first
+ * sample is taken at the start. */
+#define TREE_LOOK_MS 20
+
 static void tree_watch(struct tree *t)
 {
-	t->watch_fd = -1;
-	t->first_export = nl_monotonic_ns() + t->interval_ns;
+	uint64_t now = nl_monotonic_ns();
+	t->watching = false;
+	t->first_export = now + t->interval_ns;
 	if (!t->on || t->sampling)
 		return;
-	int fd = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
-	if (fd < 0)
-		return;
-	/* Ownership and O_ASYNC first: a file created once the watch is
-	 * added raises SIGIO. */
-	if (fcntl(fd, F_SETOWN, getpid()) != 0 || fcntl(fd, F_SETFL, O_ASYNC | O_NONBLOCK) != 0 ||
-	    inotify_add_watch(fd, nl_seg_dir(), IN_CREATE | IN_MOVED_TO | IN_ONLYDIR) < 0) {
-		close(fd);
-		return;
-	}
-	t->watch_fd = fd;
+	t->watching = stat(nl_seg_dir(), &t->dir_seen) == 0;
+	t->next_look = now + TREE_LOOK_MS * 1000000u;
 }
 
-/* Whether something was created in the directory since the watch began
- * (an event not yet taken as SIGIO included). */
+/* Whether something was created in the directory since the watch began (or
+ * it cannot be told: the directory is gone). */
 static bool tree_watch_saw(const struct tree *t)
 {
-	union {
-		char bytes[sizeof(struct inotify_event) + NAME_MAX + 1];
-		struct inotify_event align;
-	} buf;
-	sigset_t pending;
-	if (sigpending(&pending) == 0 && sigismember(&pending, SIGIO))
-		return true;
-	return read(t->watch_fd, buf.bytes, sizeof buf.bytes) > 0 || errno == EINVAL;
+	struct stat st;
+	const struct stat *was = &t->dir_seen;
+	return stat(nl_seg_dir(), &st) != 0 || st.st_ino != was->st_ino || st.st_size != was->st_size ||
+	       st.st_mtim.tv_sec != was->st_mtim.tv_sec || st.st_mtim.tv_nsec != was->st_mtim.tv_nsec ||
+	       st.st_ctim.tv_sec != was->st_ctim.tv_sec || st.st_ctim.tv_nsec != was->st_ctim.tv_nsec;
 }
 
-static void tree_unwatch(struct tree *t)
-{
-	if (t->watch_fd >= 0)
-		close(t->watch_fd);
-	t->watch_fd = -1;
-	/* A SIGIO raised meanwhile must not wait on to be taken for another
-	 * signal: drop it. */
-	sigset_t io;
-	sigemptyset(&io);
-	sigaddset(&io, SIGIO);
-	struct timespec zero = { 0, 0 };
-	while (sigtimedwait(&io, NULL, &zero) == SIGIO)
-		;
-}
+static void tree_unwatch(struct tree *t) { t->watching = false; }
 
 /* After the program ended: the program's last values and its descendants'
  * as they stand; the keeper takes over those that live on. */
@@ -1014,8 +997,6 @@ static int run(char **argv)
 	sigprocmask(SIG_BLOCK, &waited, &saved_mask);
 	static struct tree tree;
 	tree_setup(&tree);
-	sigaddset(&waited, SIGIO);
-	sigprocmask(SIG_BLOCK, &waited, NULL);
 	tree_watch(&tree);
 
 	int status = 0, err = 0;
@@ -1034,7 +1015,7 @@ static int run(char **argv)
 
 	/* After the program started: neither it nor the keeper is a copy of a
 	 * process with threads. */
-	started = tree.watch_fd < 0;
+	started = !tree.watching;
 	if (started) {
 		keeper_start(&tree, &saved_mask);
 		tree_start(&tree);
@@ -1046,11 +1027,17 @@ static int run(char **argv)
 			sig = sigwaitinfo(&waited, &si);
 		} else {
 			uint64_t now = nl_monotonic_ns();
-			uint64_t left = tree.first_export > now ? tree.first_export - now : 0;
+			uint64_t due = tree.next_look < tree.first_export ? tree.next_look : tree.first_export;
+			uint64_t left = due > now ? due - now : 0;
 			struct timespec ts = { .tv_sec = (time_t)(left / 1000000000u), .tv_nsec = (long)(left % 1000000000u) };
 			sig = sigtimedwait(&waited, &si, &ts);
 		}
-		if (!started && (sig == SIGIO || (sig < 0 && errno == EAGAIN))) {
+		if (!started && sig < 0 && errno == EAGAIN) {
+			uint64_t now = nl_monotonic_ns();
+			if (now < tree.first_export && !tree_watch_saw(&tree)) {
+				tree.next_look = now + TREE_LOOK_MS * 1000000u;
+				continue;
+			}
 			/* A file in the directory, or the first interval's end. */
 			tree_unwatch(&tree);
 			started = true;
@@ -1058,8 +1045,6 @@ static int run(char **argv)
 			tree_start(&tree);
 			continue;
 		}
-		if (sig == SIGIO)
-			continue;
 		if (sig < 0) {
 			if (errno == EINTR)
 				continue;

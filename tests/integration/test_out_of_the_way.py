@@ -419,6 +419,30 @@ class UnderTheLauncher(OutOfTheWay):
         self.assertEqual(self.instances(program).__len__(), 1)
         self.assertEqual(self.value_of(program), 3)
 
+    def test_the_launcher_starts_its_keeper_at_the_first_record(self):
+        """Within the first interval the keeper starts when a process of the
+        tree first records (its segment file appears in the directory the
+        launcher looks at), and not before: a program that records nothing
+        has none for as long as the interval lasts."""
+        def children(launcher):
+            with open(f"/proc/{launcher.pid}/task/{launcher.pid}/children") as f:
+                return [int(c) for c in f.read().split()]
+        for connects, keeper in ((0, False), (2, True)):
+            launcher = subprocess.Popen([LAUNCHER, ENDING, str(self.listener.port), str(connects), "wait"],
+                                        env=self.launcher_env(OTEL_METRIC_EXPORT_INTERVAL=60000),
+                                        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+            try:
+                self.assertEqual(launcher.stdout.readline(), "ready\n")
+                started = self.wait_for(lambda: len(children(launcher)) == 2, 1 if not keeper else 10)
+                self.assertEqual(started, keeper, f"{connects} connects: children {children(launcher)}")
+                os.kill(children(launcher)[0], signal.SIGTERM)
+                self.assertEqual(launcher.wait(timeout=60), 128 + signal.SIGTERM)
+            finally:
+                launcher.kill()
+                launcher.wait()
+                launcher.stdout.close()
+                launcher.stderr.close()
+
     def test_a_daemon_that_outlives_the_launcher_arrives_exactly_once(self):
         done = os.path.join(harness.runtime_dir(), "daemon-done")
         p = harness.run([LAUNCHER, harness.PYTHON, "-c", DAEMON, str(self.listener.port), done],
