@@ -373,18 +373,22 @@ static void keeper_start(struct tree *t, const sigset_t *mask)
 /* Neither the keeper nor the thread starts before there is something of
  * the tree to export: a program that ends within its first interval and
  * whose tree recorded nothing needs neither. A process's segment is a file
- * in the segments' directory, created when it first records, so the
- * directory is watched: every TREE_LOOK_MS the launcher compares it with
- * what it was before the program started (its change time, modification
- * time and size, which a file created or renamed into it changes), and the
- * first change starts both, as does the first interval's end. Looked at,
- * not watched with inotify: closing an inotify instance that had a watch
- * waits for the kernel to retire the watch (a grace period, 5 to 20 ms on
- * a 6.x kernel, at the close or at the exit), and that wait would come on
- * top of every short program's run. Until then, nothing names this process
- * in a segment, and if it is killed meanwhile no process of the tree is
- * left waiting on it. Memory profiling starts both at once: its first
- * sample is taken at the start. */
+ * in the segments' directory, created when it first records, so until the
+ * first interval ends the launcher looks at the directory every
+ * TREE_LOOK_MS: the first change to its times or size (a file created or
+ * renamed into it) starts both, as does the interval's end. The first look
+ * is taken before the program starts, so no segment of the tree is created
+ * unseen; a change the times miss (a coarse clock's tick, on a kernel
+ * without fine-grained timestamps) still moves a tmpfs directory's size,
+ * and a miss only waits for the interval's end.
+ *
+ * Looked at rather than watched with inotify: closing an inotify instance
+ * that had a watch waits for the kernel to retire it (a grace period, 5 to
+ * 20 ms on a 6.x kernel, at the close or at the exit), and that came on
+ * top of every short program's run. Until the start, nothing names this
+ * process in a segment, and if it is killed meanwhile no process of the
+ * tree is left waiting on it. Memory profiling starts both at once: its
+ * first sample is taken at the start. */
 #define TREE_LOOK_MS 20
 
 static void tree_watch(struct tree *t)
