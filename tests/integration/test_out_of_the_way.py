@@ -7,6 +7,7 @@ no thread, socket or export library of the shim, its values arrive every
 interval, a daemon that outlives the launcher is exported to its end, and so
 is a grandchild whose launcher was killed, by the launcher's keeper. Timings are printed
 (the bench measures them); the counts are asserted."""
+import contextlib
 import os
 import re
 import signal
@@ -29,6 +30,12 @@ TSAN = int("tsan" in os.environ.get("NL_SANITIZER_RUNTIME", ""))
 LAUNCHER = os.path.join(os.path.dirname(harness.SO), "nemolens-run")
 ENDING = os.path.join(harness.BIN, "ending")
 EXPORT_LIBS = ("libcurl", "libssl", "libcrypto", "libnghttp2")
+
+
+def children_of(pid):
+    """The pids of pid's children, oldest first (a launcher's: its program, then its keeper)."""
+    with open(f"/proc/{pid}/task/{pid}/children") as f:
+        return [int(c) for c in f.read().split()]
 
 
 class Gate:
@@ -388,14 +395,23 @@ class UnderTheLauncher(OutOfTheWay):
     test_fork_under_a_blackholed_collector = None
     test_exit_under_a_blackholed_collector = None
 
-    def test_a_program_under_the_launcher_runs_nothing_of_the_exporter(self):
-        launcher = subprocess.Popen([LAUNCHER, ENDING, str(self.listener.port), "3", "wait"],
-                                    env=self.launcher_env(OTEL_METRIC_EXPORT_INTERVAL=500),
+    @contextlib.contextmanager
+    def launched(self, args, **extra):
+        """nemolens-run args, its output piped; killed and reaped however the test ends."""
+        launcher = subprocess.Popen([LAUNCHER] + args, env=self.launcher_env(**extra),
                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         try:
+            yield launcher
+        finally:
+            launcher.kill()
+            launcher.wait()
+            launcher.stdout.close()
+            launcher.stderr.close()
+
+    def test_a_program_under_the_launcher_runs_nothing_of_the_exporter(self):
+        with self.launched([ENDING, str(self.listener.port), "3", "wait"], OTEL_METRIC_EXPORT_INTERVAL=500) as launcher:
             self.assertEqual(launcher.stdout.readline(), "ready\n")
-            with open(f"/proc/{launcher.pid}/task/{launcher.pid}/children") as f:
-                program = int(f.read().split()[0])
+            program = children_of(launcher.pid)[0]
             # Exported while it runs, by the launcher.
             self.assertTrue(self.wait_for(lambda: self.value_of(program) == 3, 20), self.sink.points(CONNECTS))
             tasks = os.listdir(f"/proc/{program}/task")
@@ -411,11 +427,6 @@ class UnderTheLauncher(OutOfTheWay):
             self.assertEqual(loaded, [])
             os.kill(program, signal.SIGTERM)
             self.assertEqual(launcher.wait(timeout=60), 128 + signal.SIGTERM)
-        finally:
-            launcher.kill()
-            launcher.wait()
-            launcher.stdout.close()
-            launcher.stderr.close()
         self.assertEqual(self.instances(program).__len__(), 1)
         self.assertEqual(self.value_of(program), 3)
 
@@ -424,24 +435,14 @@ class UnderTheLauncher(OutOfTheWay):
         tree first records (its segment file appears in the directory the
         launcher looks at), and not before: a program that records nothing
         has none for as long as the interval lasts."""
-        def children(launcher):
-            with open(f"/proc/{launcher.pid}/task/{launcher.pid}/children") as f:
-                return [int(c) for c in f.read().split()]
         for connects, keeper in ((0, False), (2, True)):
-            launcher = subprocess.Popen([LAUNCHER, ENDING, str(self.listener.port), str(connects), "wait"],
-                                        env=self.launcher_env(OTEL_METRIC_EXPORT_INTERVAL=60000),
-                                        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-            try:
+            with self.launched([ENDING, str(self.listener.port), str(connects), "wait"],
+                               OTEL_METRIC_EXPORT_INTERVAL=60000) as launcher:
                 self.assertEqual(launcher.stdout.readline(), "ready\n")
-                started = self.wait_for(lambda: len(children(launcher)) == 2, 1 if not keeper else 10)
-                self.assertEqual(started, keeper, f"{connects} connects: children {children(launcher)}")
-                os.kill(children(launcher)[0], signal.SIGTERM)
+                started = self.wait_for(lambda: len(children_of(launcher.pid)) == 2, 10 if keeper else 1)
+                self.assertEqual(started, keeper, f"{connects} connects: children {children_of(launcher.pid)}")
+                os.kill(children_of(launcher.pid)[0], signal.SIGTERM)
                 self.assertEqual(launcher.wait(timeout=60), 128 + signal.SIGTERM)
-            finally:
-                launcher.kill()
-                launcher.wait()
-                launcher.stdout.close()
-                launcher.stderr.close()
 
     def test_a_daemon_that_outlives_the_launcher_arrives_exactly_once(self):
         done = os.path.join(harness.runtime_dir(), "daemon-done")
@@ -471,8 +472,7 @@ class UnderTheLauncher(OutOfTheWay):
                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
         try:
             grandchild = int(launcher.stdout.readline())
-            with open(f"/proc/{launcher.pid}/task/{launcher.pid}/children") as f:
-                program, keeper = map(int, f.read().split())
+            program, keeper = children_of(launcher.pid)
             self.assertTrue(self.wait_for(lambda: self.value_of(grandchild) == 3, 20), self.value_of(grandchild))
             os.kill(launcher.pid, signal.SIGKILL)
             launcher.wait()
