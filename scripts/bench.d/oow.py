@@ -171,15 +171,20 @@ def wall(mode, args, url, **extra):
     return took
 
 
-def alternate(fn, modes, rounds):
-    """The best of rounds runs of each mode, run in turn: on a shared
-    machine the least disturbed run is the closest to the cost itself."""
+def interleaved(fn, modes, rounds):
+    """fn(mode) for each mode in turn, rounds times: {mode: [value per round]}."""
     out = {m: [] for m in modes}
     for _ in range(rounds):
         for m in modes:
             out[m].append(fn(m))
     clean_runtime()
-    return {m: min(v) for m, v in out.items()}
+    return out
+
+
+def alternate(fn, modes, rounds):
+    """The best of rounds runs of each mode, run in turn: on a shared
+    machine the least disturbed run is the closest to the cost itself."""
+    return {m: min(v) for m, v in interleaved(fn, modes, rounds).items()}
 
 
 def proc_cpu_ticks(pid):
@@ -324,11 +329,7 @@ def main():
     # difference: a best of n reads a few hundred microseconds either way
     # of the truth when the machine's speed drifts (it read -0.8 ms once).
     n = 3 if SMOKE else 100
-    w = {m: [] for m in ("none", "plain", "run")}
-    for _ in range(n):
-        for m in w:
-            w[m].append(wall(m, [PY, "-c", "pass"], OTLP_URL))
-    clean_runtime()
+    w = interleaved(lambda m: wall(m, [PY, "-c", "pass"], OTLP_URL), ["none", "plain", "run"], n)
     for m, label in (("plain", "plain LD_PRELOAD"), ("run", "nemolens-run, the launcher's exec included")):
         d = 1000 * statistics.median(b - a for a, b in zip(w["none"], w[m]))
         row(f"python3 -c pass ({label}; median of {n} rounds' differences)", f"{1000 * statistics.median(w['none']):.1f} ms",
