@@ -402,15 +402,16 @@ static void tree_watch(struct tree *t)
 	t->next_look = now + TREE_LOOK_MS * 1000000u;
 }
 
+static bool same_time(struct timespec a, struct timespec b) { return a.tv_sec == b.tv_sec && a.tv_nsec == b.tv_nsec; }
+
 /* Whether something was created in the directory since the watch began (or
  * it cannot be told: the directory is gone). */
 static bool tree_watch_saw(const struct tree *t)
 {
-	struct stat st;
+	struct stat now;
 	const struct stat *was = &t->dir_seen;
-	return stat(nl_seg_dir(), &st) != 0 || st.st_ino != was->st_ino || st.st_size != was->st_size ||
-	       st.st_mtim.tv_sec != was->st_mtim.tv_sec || st.st_mtim.tv_nsec != was->st_mtim.tv_nsec ||
-	       st.st_ctim.tv_sec != was->st_ctim.tv_sec || st.st_ctim.tv_nsec != was->st_ctim.tv_nsec;
+	return stat(nl_seg_dir(), &now) != 0 || now.st_ino != was->st_ino || now.st_size != was->st_size ||
+	       !same_time(now.st_mtim, was->st_mtim) || !same_time(now.st_ctim, was->st_ctim);
 }
 
 static void tree_unwatch(struct tree *t) { t->watching = false; }
