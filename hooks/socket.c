@@ -10,7 +10,8 @@
  *   accept, accept4          a tracked stream socket: its bytes are followed
  *                            by the HTTP layer (server side)
  *   connect                  and a connected TCP socket (client side)
- *   close, close_range, closefrom, dup2, dup3 (over a tracked fd)
+ *   close, close_range, closefrom, dup2, dup3 (over a tracked fd),
+ *   syscall(SYS_close, SYS_close_range)
  *                            settle what is pending (acquisition, HTTP
  *                            exchanges), forget the fd
  *   dup, dup2, dup3, fcntl(F_DUPFD*)
@@ -21,6 +22,7 @@
 #include <fcntl.h>
 #include <stdarg.h>
 #include <sys/socket.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "acquire.h"
@@ -161,10 +163,17 @@ static __attribute__((noinline)) int close_tracked(struct nl_fd *e, int fd)
 	return NL_REAL(close)(fd);
 }
 
-NL_EXPORT int close(int fd)
+/* The entry of a tracked fd, or NULL. */
+static inline struct nl_fd *tracked(int fd)
 {
 	struct nl_fd *e = nl_fd_lookup(fd);
-	if (!e || atomic_load_explicit(&e->state, memory_order_relaxed) == NL_FD_UNTRACKED)
+	return e && atomic_load_explicit(&e->state, memory_order_relaxed) != NL_FD_UNTRACKED ? e : NULL;
+}
+
+NL_EXPORT int close(int fd)
+{
+	struct nl_fd *e = tracked(fd);
+	if (!e)
 		return NL_REAL(close)(fd);
 	return close_tracked(e, fd);
 }
@@ -195,6 +204,20 @@ NL_EXPORT void closefrom(int lowfd)
 	if (lowfd >= 0)
 		release_range((unsigned)lowfd, ~0u);
 	NL_REAL(closefrom)(lowfd);
+}
+
+/* libuv (Node.js, uvloop) closes its fds with syscall(SYS_close) instead of
+ * close(): without this, their connections would end only when the number is
+ * reused, from whichever thread gets it next. */
+NL_EXPORT long syscall(long nr, ...)
+{
+	NL_SYSCALL_ARGS(nr, a);
+	struct nl_fd *e;
+	if (nr == SYS_close && (e = tracked((int)a[0])))
+		release_entry(e, (int)a[0]);
+	else if (nr == SYS_close_range && !((unsigned)a[2] & CLOSE_RANGE_CLOEXEC) && (unsigned)a[0] <= (unsigned)a[1])
+		release_range((unsigned)a[0], (unsigned)a[1]);
+	return NL_REAL(syscall)(nr, a[0], a[1], a[2], a[3], a[4], a[5]);
 }
 
 NL_EXPORT int dup(int oldfd)

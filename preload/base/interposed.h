@@ -71,6 +71,7 @@
 #define NL_REAL_FUNCS_BY_HAND(X)                 \
 	X(int, fcntl, (int, int, ...))           \
 	X(int, fcntl64, (int, int, ...))         \
+	X(long, syscall, (long, ...))            \
 	X(void, closefrom, (int))
 
 #endif

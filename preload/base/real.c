@@ -64,6 +64,13 @@ static int first_fcntl64(int fd, int cmd, ...)
 }
 nl_fcntl64_fn nl_real_fcntl64_ptr = first_fcntl64;
 
+static long first_syscall(long nr, ...)
+{
+	NL_SYSCALL_ARGS(nr, a);
+	return nl_resolve_syscall()(nr, a[0], a[1], a[2], a[3], a[4], a[5]);
+}
+nl_syscall_fn nl_real_syscall_ptr = first_syscall;
+
 static void first_closefrom(int fd) { nl_resolve_closefrom()(fd); }
 nl_closefrom_fn nl_real_closefrom_ptr = first_closefrom;
 

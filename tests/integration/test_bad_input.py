@@ -48,6 +48,19 @@ class BadInput(harness.ShimTestCase):
         self.assertEqual([pt.as_int for _, _, pt in self.sink.points(CONNECTS)], [1])
         self.assertEqual(self.sink.points(QUEUE), [], "a file read was taken for the connection's first I/O")
 
+    def test_fds_closed_through_syscall_are_released_as_by_close(self):
+        # libuv (Node.js, uvloop) closes with syscall(SYS_close): two pending
+        # connects to a full listener, closed that way, are abandoned waits.
+        full = harness.FullListener()
+        try:
+            p = harness.run([ODD, "uvclose", str(full.port)], self.shim(NEMOLENS_DESTINATIONS=f"full=*:{full.port}"))
+        finally:
+            full.close()
+        self.assertEqual((p.returncode, p.stdout, p.stderr), (0, "closed 0 0\n", ""))
+        self.assertEqual([pt.as_int for _, _, pt in self.sink.points(CONNECTS)], [2])
+        self.assertEqual([(attrs(pt)["nemo.gym.http.connection_pool.queue_outcome"], pt.count)
+                          for _, _, pt in self.sink.points(QUEUE)], [("abandoned", 2)])
+
     def test_socket_on_a_high_fd(self):
         p = harness.run([ODD, "high", str(self.listener.port)], self.shim())
         self.assertEqual((p.returncode, p.stdout, p.stderr), (0, "high fd 5000 so_error 0\n", ""))

@@ -2,8 +2,11 @@
  * with and without the shim.
  *
  *   odd_fds reuse FULL_PORT  a connect that stays pending is closed behind libc's
- *                            back (raw close system call); the number is reused by
- *                            a file, which is then read and closed
+ *                            back (the system call instruction itself, as a Go
+ *                            program does); the number is reused by a file, which
+ *                            is then read and closed
+ *   odd_fds uvclose FULL_PORT  two connects that stay pending, closed as libuv
+ *                            closes (syscall(SYS_close), syscall(SYS_close_range))
  *   odd_fds high OK_PORT     a socket moved to fd 5000 (dup2) connects there
  *   odd_fds bad OK_PORT      calls on invalid fds and arguments: prints every
  *                            return value and errno
@@ -31,17 +34,51 @@ static struct sockaddr_in target;
 		printf("%-60s = %ld errno %d\n", #expr, r_, r_ < 0 ? errno : 0); \
 	} while (0)
 
-static int reuse(void)
+/* close(2) without libc: unseen by any LD_PRELOAD library. */
+static long raw_close(int fd)
+{
+#if defined(__x86_64__)
+	long r;
+	__asm__ volatile("syscall" : "=a"(r) : "0"((long)SYS_close), "D"((long)fd) : "rcx", "r11", "memory");
+	return r;
+#elif defined(__aarch64__)
+	register long nr __asm__("x8") = SYS_close;
+	register long r __asm__("x0") = fd;
+	__asm__ volatile("svc 0" : "+r"(r) : "r"(nr) : "memory");
+	return r;
+#else
+#error "raw_close: this architecture's system call instruction is missing"
+#endif
+}
+
+static int pending_connect(void)
 {
 	int fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0);
 	if (connect(fd, (struct sockaddr *)&target, sizeof target) == 0 || errno != EINPROGRESS)
+		return -1;
+	return fd;
+}
+
+static int reuse(void)
+{
+	int fd = pending_connect();
+	if (fd < 0 || raw_close(fd) != 0)
 		return 2;
-	syscall(SYS_close, fd);   /* unseen by any LD_PRELOAD library */
 	int f = open("/dev/zero", O_RDONLY);
 	char buf[16];
 	ssize_t n = read(f, buf, sizeof buf);
 	close(f);
 	printf("reused %d read %zd\n", f == fd, n);
+	return 0;
+}
+
+static int uvclose(void)
+{
+	int a = pending_connect(), b = pending_connect();
+	if (a < 0 || b < 0)
+		return 2;
+	long ra = syscall(SYS_close, a), rb = syscall(SYS_close_range, b, b, 0);
+	printf("closed %ld %ld\n", ra, rb);
 	return 0;
 }
 
@@ -124,6 +161,8 @@ int main(int argc, char **argv)
 	target.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
 	if (strcmp(argv[1], "reuse") == 0)
 		return reuse();
+	if (strcmp(argv[1], "uvclose") == 0)
+		return uvclose();
 	if (strcmp(argv[1], "high") == 0)
 		return high();
 	if (strcmp(argv[1], "bad") == 0)
