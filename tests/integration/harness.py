@@ -92,7 +92,8 @@ def shim_env(**extra):
         env["LD_PRELOAD"] = runtime + ":" + env["LD_PRELOAD"]
         env["ASAN_OPTIONS"] = "detect_leaks=0:verify_asan_link_order=0:exitcode=66"
         env["UBSAN_OPTIONS"] = "print_stacktrace=1:halt_on_error=1:exitcode=66"
-        env["TSAN_OPTIONS"] = "exitcode=66:report_signal_unsafe=0:die_after_fork=0"
+        env["TSAN_OPTIONS"] = ("exitcode=66:report_signal_unsafe=0:die_after_fork=0:suppressions="
+                               + os.path.join(os.path.dirname(os.path.abspath(__file__)), "tsan.supp"))
     for k in [k for k in env if k.startswith(("OTEL_", "NEMOLENS_", "NEMO_GYM_"))]:
         del env[k]
     # Set, the exit flush may take all of it: a loaded machine (or a
