@@ -10,8 +10,7 @@
  *   accept, accept4          a tracked stream socket: its bytes are followed
  *                            by the HTTP layer (server side)
  *   connect                  and a connected TCP socket (client side)
- *   close, close_range, closefrom, dup2, dup3 (over a tracked fd),
- *   syscall(SYS_close, SYS_close_range)
+ *   close, close_range, closefrom, dup2, dup3 (over a tracked fd)
  *                            settle what is pending (acquisition, HTTP
  *                            exchanges), forget the fd
  *   dup, dup2, dup3, fcntl(F_DUPFD*)
@@ -22,7 +21,6 @@
 #include <fcntl.h>
 #include <stdarg.h>
 #include <sys/socket.h>
-#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "acquire.h"
@@ -33,6 +31,7 @@
 #include "http.h"
 #include "httpmetrics.h"
 #include "real.h"
+#include "socket.h"
 #include "state.h"
 
 static int counting(void)
@@ -170,6 +169,13 @@ static inline struct nl_fd *tracked(int fd)
 	return e && atomic_load_explicit(&e->state, memory_order_relaxed) != NL_FD_UNTRACKED ? e : NULL;
 }
 
+void nl_sock_closing(int fd)
+{
+	struct nl_fd *e = tracked(fd);
+	if (e)
+		release_entry(e, fd);
+}
+
 NL_EXPORT int close(int fd)
 {
 	struct nl_fd *e = tracked(fd);
@@ -190,12 +196,17 @@ static void release_range(unsigned first, unsigned last)
 	}
 }
 
-NL_EXPORT int close_range(unsigned first, unsigned last, int flags)
+void nl_sock_closing_range(unsigned first, unsigned last, int flags)
 {
 	/* CLOSE_RANGE_CLOEXEC only marks the fds; they are closed at exec, when the
 	 * shim's state goes away with the image anyway. */
 	if (!(flags & CLOSE_RANGE_CLOEXEC) && first <= last)
 		release_range(first, last);
+}
+
+NL_EXPORT int close_range(unsigned first, unsigned last, int flags)
+{
+	nl_sock_closing_range(first, last, flags);
 	return NL_REAL(close_range)(first, last, flags);
 }
 
@@ -204,20 +215,6 @@ NL_EXPORT void closefrom(int lowfd)
 	if (lowfd >= 0)
 		release_range((unsigned)lowfd, ~0u);
 	NL_REAL(closefrom)(lowfd);
-}
-
-/* libuv (Node.js, uvloop) closes its fds with syscall(SYS_close) instead of
- * close(): without this, their connections would end only when the number is
- * reused, from whichever thread gets it next. */
-NL_EXPORT long syscall(long nr, ...)
-{
-	NL_SYSCALL_ARGS(nr, a);
-	struct nl_fd *e;
-	if (nr == SYS_close && (e = tracked((int)a[0])))
-		release_entry(e, (int)a[0]);
-	else if (nr == SYS_close_range && !((unsigned)a[2] & CLOSE_RANGE_CLOEXEC) && (unsigned)a[0] <= (unsigned)a[1])
-		release_range((unsigned)a[0], (unsigned)a[1]);
-	return NL_REAL(syscall)(nr, a[0], a[1], a[2], a[3], a[4], a[5]);
 }
 
 NL_EXPORT int dup(int oldfd)

@@ -64,10 +64,16 @@ static int first_fcntl64(int fd, int cmd, ...)
 }
 nl_fcntl64_fn nl_real_fcntl64_ptr = first_fcntl64;
 
+/* syscall's arguments are six longs whatever the number, as libc's own
+ * syscall() takes them: the ones a call does not pass are read and ignored. */
 static long first_syscall(long nr, ...)
 {
-	NL_SYSCALL_ARGS(nr, a);
-	return nl_resolve_syscall()(nr, a[0], a[1], a[2], a[3], a[4], a[5]);
+	va_list ap;
+	va_start(ap, nr);
+	long a = va_arg(ap, long), b = va_arg(ap, long), c = va_arg(ap, long);
+	long d = va_arg(ap, long), e = va_arg(ap, long), f = va_arg(ap, long);
+	va_end(ap);
+	return nl_resolve_syscall()(nr, a, b, c, d, e, f);
 }
 nl_syscall_fn nl_real_syscall_ptr = first_syscall;
 

@@ -19,7 +19,6 @@
 #define NL_REAL_H
 
 #include <netdb.h>
-#include <stdarg.h>
 #include <poll.h>
 #include <sys/socket.h>
 #include <sys/types.h>
@@ -38,19 +37,6 @@ NL_REAL_FUNCS_BY_HAND(NL_REAL_DECLARE)
 /* A relaxed load: the pointer is written once, from another thread perhaps
  * (its first call), and any value ever stored in it calls the right code. */
 #define NL_REAL(name) (__atomic_load_n(&nl_real_##name##_ptr, __ATOMIC_RELAXED))
-
-/* Reads the six arguments of a syscall() call into long a[6], whatever the
- * call passed, as libc's own syscall() takes them: the ones that call does not
- * use are read and ignored. */
-#define NL_SYSCALL_ARGS(nr, a)                                   \
-	long a[6];                                               \
-	do {                                                     \
-		va_list ap_;                                     \
-		va_start(ap_, nr);                               \
-		for (int i_ = 0; i_ < 6; i_++)                   \
-			a[i_] = va_arg(ap_, long);               \
-		va_end(ap_);                                     \
-	} while (0)
 
 /* Resolves every function now; once per process (later calls return at
  * once). */

@@ -18,6 +18,8 @@
  *   send_tcp recv_tcp read_tcp write_tcp        on a connected loopback TCP pair
  *   send_untracked recv_untracked               on an AF_UNIX socketpair
  *   read_untracked write_untracked              on a pipe
+ *   syscall        syscall(SYS_getppid): the syscall() hook on a number it
+ *                  passes through (it looks only at close and close_range)
  *   http_server    a keep-alive GET with six headers answered by a 200 with a
  *                  1 KiB Content-Length body: the server's read and write
  *                  (run with NEMOLENS_HTTP=server: the client is not followed)
@@ -47,6 +49,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #define OP __attribute__((noinline, noclone, used))
@@ -65,6 +68,7 @@ OP int op_connect_nb(int fd, const struct sockaddr_in *a)
 	return err ? -1 : 0;
 }
 OP int op_close(int fd) { return close(fd); }
+OP long op_syscall(void) { return syscall(SYS_getppid); }
 OP int op_socket(void) { return socket(AF_INET, SOCK_STREAM, 0); }
 OP int op_accept(int l) { return accept(l, 0, 0); }
 OP ssize_t op_send(int fd, const void *b, size_t n) { return send(fd, b, n, 0); }
@@ -256,6 +260,10 @@ int main(int argc, char **argv)
 			if (w != 1 || r != 1)
 				bad++;
 		}
+	} else if (!strcmp(op, "syscall")) {
+		for (long i = 0; i < n; i++)
+			if (op_syscall() <= 0)
+				bad++;
 	} else if (!strcmp(op, "close_untracked")) {
 		for (long i = 0; i < n; i++) {
 			int fd = open("/dev/null", O_RDONLY);

@@ -42,6 +42,7 @@ rows=(
 	"instr/call: recv, untracked fd (socketpair)"
 	"instr/call: read, untracked fd (pipe)"
 	"instr/call: write, untracked fd (pipe)"
+	"instr/call: syscall(), a number it passes through (getppid)"
 	"instr/call: read, untracked fd, while an HTTP connection is followed"
 	"instr/call: send, TCP socket found not HTTP, while an HTTP connection is followed"
 	"instr/call: HTTP pair, server side (GET, 6 headers; 200, 1 KiB body)"

@@ -20,6 +20,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
 #include <sys/uio.h>
@@ -130,6 +131,18 @@ static int bad(void)
 	SHOW(socket(-1, SOCK_STREAM, 0));
 	SHOW(accept(-1, NULL, NULL));
 	SHOW(close_range(5, 2, 0));
+	SHOW(syscall(SYS_close, -1));
+	SHOW(syscall(SYS_close, 987654));
+	SHOW(syscall(SYS_close_range, 5, 2, 0));
+	SHOW(syscall(SYS_getppid) == getppid());
+	SHOW(syscall(SYS_pread64, -1, buf, sizeof buf, 0));
+	int exe = open("/proc/self/exe", O_RDONLY);   /* a regular file: pread's fifth argument matters */
+	SHOW(syscall(SYS_pread64, exe, buf, sizeof buf, -1L));
+	SHOW(syscall(SYS_pread64, exe, buf, 3, 1L) == 3 && memcmp(buf, "ELF", 3) == 0);
+	/* mmap's sixth argument, the offset: unaligned, then aligned */
+	SHOW(syscall(SYS_mmap, 0L, 4096L, (long)PROT_READ, (long)MAP_PRIVATE, (long)exe, 1L));
+	SHOW(syscall(SYS_mmap, 0L, 4096L, (long)PROT_READ, (long)MAP_PRIVATE, (long)exe, 4096L) != -1);
+	close(exe);
 	int s = socket(AF_INET, SOCK_DGRAM, 0);
 	struct sockaddr unspec = { .sa_family = AF_UNSPEC };
 	SHOW(connect(s, &unspec, sizeof unspec));
