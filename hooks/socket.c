@@ -162,24 +162,17 @@ static __attribute__((noinline)) int close_tracked(struct nl_fd *e, int fd)
 	return NL_REAL(close)(fd);
 }
 
-/* The entry of a tracked fd, or NULL. */
-static inline struct nl_fd *tracked(int fd)
-{
-	struct nl_fd *e = nl_fd_lookup(fd);
-	return e && atomic_load_explicit(&e->state, memory_order_relaxed) != NL_FD_UNTRACKED ? e : NULL;
-}
-
 void nl_sock_closing(int fd)
 {
-	struct nl_fd *e = tracked(fd);
-	if (e)
+	struct nl_fd *e = nl_fd_lookup(fd);
+	if (e && atomic_load_explicit(&e->state, memory_order_relaxed) != NL_FD_UNTRACKED)
 		release_entry(e, fd);
 }
 
 NL_EXPORT int close(int fd)
 {
-	struct nl_fd *e = tracked(fd);
-	if (!e)
+	struct nl_fd *e = nl_fd_lookup(fd);
+	if (!e || atomic_load_explicit(&e->state, memory_order_relaxed) == NL_FD_UNTRACKED)
 		return NL_REAL(close)(fd);
 	return close_tracked(e, fd);
 }
