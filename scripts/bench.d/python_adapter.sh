@@ -5,11 +5,11 @@ if [ "$MODE" = smoke ]; then PYA_PAIRS=1 PYA_N=20; else PYA_PAIRS=15 PYA_N=2000;
 mkdir -p "$WORK/pya"
 if [ -d "$B/nemolens-python" ] && "$PY" "$D/python_adapter.py" "$SO" "$WORK/pya" "$PYA_PAIRS" "$PYA_N" 2>"$WORK/pya.err"; then
 	read -r a b d < <("$PY" "$D/stats.py" diffs "$WORK/pya/start")
-	row 9 "python3 -c pass: CPU time" "$(f2 "$a") ms" "$(f2 "$b") ms" "+$(f2 "$d") ms" "<= +2 ms" "$(check "$d" le 2)"
+	row 9 "python3 -c pass: CPU time" "$(f2 "$a") ms" "$(f2 "$b") ms" "$(d2 "$d") ms" "<= +2 ms" "$(check "$d" le 2)"
 	read -r a b d < <("$PY" "$D/stats.py" diffs "$WORK/pya/aiohttp")
-	row 9 "python3 -c 'import aiohttp': CPU time" "$(f2 "$a") ms" "$(f2 "$b") ms" "+$(f2 "$d") ms" "<= +5 ms" "$(check "$d" le 5)"
+	row 9 "python3 -c 'import aiohttp': CPU time" "$(f2 "$a") ms" "$(f2 "$b") ms" "$(d2 "$d") ms" "<= +5 ms" "$(check "$d" le 5)"
 	read -r a b d < <("$PY" "$D/stats.py" diffs "$WORK/pya/queued")
-	row 9 "aiohttp, every acquisition queued: CPU per request" "$(f1 "$a") us" "$(f1 "$b") us" "+$(f1 "$d") us" "<= 20 us" "$(check "$d" le 20)"
+	row 9 "aiohttp, every acquisition queued: CPU per request" "$(f1 "$a") us" "$(f1 "$b") us" "$(d1 "$d") us" "<= 20 us" "$(check "$d" le 20)"
 else
 	say "  $(tail -n 3 "$WORK/pya.err" 2>/dev/null | tr '\n' ' ')"
 	na_row 9 "Python adapter" "measurement failed" ""
