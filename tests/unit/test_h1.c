@@ -926,13 +926,20 @@ Test(h1, quick_host)
 		}
 		if (len < 2)
 			continue;
-		/* A control byte, or a space inside it. */
+		/* A control byte, or a space inside it; Host first, and last (near
+		 * the end of the call). */
+		static const char *const bad_forms[] = {
+			"GET /h HTTP/1.1\r\nHost: %s\r\nAccept: */*\r\n\r\n",
+			"GET /h HTTP/1.1\r\nAccept: */*\r\nHost: %s\r\n\r\n",
+		};
 		for (size_t at = 1; at < len; at += 7) {
 			char bad = at % 2 && at + 1 < len ? ' ' : '\x01';
 			host[at] = bad;
-			format(qname, sizeof qname, "a Host of %zu bytes, 0x%02x at %zu", len, bad, at);
-			size_t rn = format(qreq, sizeof qreq, "GET /h HTTP/1.1\r\nHost: %s\r\nAccept: */*\r\n\r\n", host);
-			check(qname, qreq, rn, "", 0, "BEGIN 0; LINE 0 GET /h 1; ERROR");
+			for (size_t f = 0; f < sizeof bad_forms / sizeof bad_forms[0]; f++) {
+				format(qname, sizeof qname, "a Host of %zu bytes, 0x%02x at %zu, form %zu", len, bad, at, f);
+				size_t rn = format(qreq, sizeof qreq, bad_forms[f], host);
+				check(qname, qreq, rn, "", 0, "BEGIN 0; LINE 0 GET /h 1; ERROR");
+			}
 			pattern(host, len);
 		}
 	}
