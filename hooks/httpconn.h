@@ -81,32 +81,61 @@ void nl_http_on_event(void *ctx, const struct nl_h1_event *ev);
 void nl_http_bytes_slow(struct nl_fd *e, int fd, int out, const void *buf, size_t n, uint64_t t0_ns)
 	__attribute__((noinline));
 
+/* The usual case of a call on a followed fd, inline in the I/O hooks: its
+ * conn set up and the call's direction free, which this claims. NULL for
+ * anything else (a connection's first bytes, another thread feeding the same
+ * direction, the fd no longer followed), which the caller's out-of-line path
+ * sorts out. */
+static inline __attribute__((always_inline)) struct nl_httpconn *nl_http_claim_quick(struct nl_fd *e, int fd, int out,
+										     enum nl_h1_dir *dir)
+{
+	uint8_t w = atomic_load_explicit(&e->watch, memory_order_acquire);
+	unsigned side = w & NL_WATCH_HTTP;
+	struct nl_httpconn *c = (w & NL_WATCH_FED) && side ? nl_httpconn_lookup(fd) : NULL;
+	if (__builtin_expect(!c, 0))
+		return NULL;
+	*dir = (side == NL_HTTP_SERVER) == (out != 0) ? NL_H1_RESPONSE : NL_H1_REQUEST;
+	if (__builtin_expect(atomic_load_explicit(&c->fed, memory_order_acquire) != 2 ||
+				     atomic_exchange_explicit(&c->busy[*dir], 1, memory_order_acquire),
+			     0))
+		return NULL;
+	return c;
+}
+
 /* One buffer's bytes (nl_http_iov in http.h says what), inline in the I/O
- * hooks: the usual case, a fed connection's direction free, in as few
- * steps as it takes. What the parser's return needs (the entry, the
- * direction's busy flag) waits in the feed on the stack rather than in
- * saved registers. */
+ * hooks: the usual case in as few steps as it takes. What the parser's
+ * return needs (the entry, the direction's busy flag) waits in the feed on
+ * the stack rather than in saved registers. */
 static inline __attribute__((always_inline)) void nl_http_feed_bytes(struct nl_fd *e, int fd, int out, const void *buf,
 								    size_t n, uint64_t t0_ns)
 {
 	NL_HOOK_SCOPE;
-	uint8_t w = atomic_load_explicit(&e->watch, memory_order_acquire);
-	unsigned side = w & NL_WATCH_HTTP;
-	struct nl_httpconn *c = (w & NL_WATCH_FED) && side ? nl_httpconn_lookup(fd) : NULL;
+	enum nl_h1_dir dir;
+	struct nl_httpconn *c = nl_http_claim_quick(e, fd, out, &dir);
 	if (__builtin_expect(!c, 0)) {
-		if (side)
-			nl_http_bytes_slow(e, fd, out, buf, n, t0_ns);
-		return;
-	}
-	enum nl_h1_dir dir = (side == NL_HTTP_SERVER) == (out != 0) ? NL_H1_RESPONSE : NL_H1_REQUEST;
-	if (__builtin_expect(atomic_load_explicit(&c->fed, memory_order_acquire) != 2 ||
-				     atomic_exchange_explicit(&c->busy[dir], 1, memory_order_acquire),
-			     0)) {
 		nl_http_bytes_slow(e, fd, out, buf, n, t0_ns);
 		return;
 	}
 	struct nl_http_feed f = { .c = c, .now_ns = t0_ns, .e = e, .busy = &c->busy[dir] };
 	bool active = nl_h1_feed(&c->h1, dir, buf, n, nl_http_on_event, &f);
+	atomic_store_explicit(f.busy, 0, memory_order_release);
+	if (!active)
+		nl_fd_http_stop(f.e);
+}
+
+/* The same for bytes moved unseen (nl_http_opaque in http.h): nginx sends
+ * every file body so. */
+static inline __attribute__((always_inline)) void nl_http_feed_opaque(struct nl_fd *e, int fd, int out, size_t n)
+{
+	NL_HOOK_SCOPE;
+	enum nl_h1_dir dir;
+	struct nl_httpconn *c = nl_http_claim_quick(e, fd, out, &dir);
+	if (__builtin_expect(!c, 0)) {
+		nl_http_opaque(e, fd, out, n);
+		return;
+	}
+	struct nl_http_feed f = { .c = c, .e = e, .busy = &c->busy[dir] };
+	bool active = nl_h1_feed_opaque(&c->h1, dir, n, nl_http_on_event, &f);
 	atomic_store_explicit(f.busy, 0, memory_order_release);
 	if (!active)
 		nl_fd_http_stop(f.e);

@@ -51,7 +51,10 @@ static void after_iov(struct nl_fd *e, int fd, int out, const struct iovec *iov,
 	settle(e, fd, r);
 	if (!followed(e) || (flags & MSG_PEEK))
 		return;
-	if (r > 0)
+	/* One buffer (nginx writes a response's head so) goes the way of write's. */
+	if (r > 0 && n == 1 && (size_t)r <= iov[0].iov_len)
+		nl_http_feed_bytes(e, fd, out, iov[0].iov_base, (size_t)r, t0);
+	else if (r > 0)
 		nl_http_iov(e, fd, out, iov, n, (size_t)r, t0);
 	else if (r == 0 && !out)
 		nl_http_eof(e, fd);
@@ -310,7 +313,7 @@ static void after_opaque_out(int fd, ssize_t r)
 	if (e) {
 		settle(e, fd, r);
 		if (r > 0 && followed(e))
-			nl_http_opaque(e, fd, 1, (size_t)r);
+			nl_http_feed_opaque(e, fd, 1, (size_t)r);
 	}
 }
 
@@ -335,7 +338,7 @@ NL_EXPORT ssize_t splice(int fd_in, loff_t *off_in, int fd_out, loff_t *off_out,
 		after_opaque_out(fd_out, r);
 		struct nl_fd *e = nl_fd_any_watched() ? nl_fd_watched(fd_in) : NULL;
 		if (e && followed(e))
-			nl_http_opaque(e, fd_in, 0, (size_t)r);
+			nl_http_feed_opaque(e, fd_in, 0, (size_t)r);
 	}
 	return r;
 }
