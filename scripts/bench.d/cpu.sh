@@ -11,20 +11,22 @@
 #
 # CPU per request is the server process's utime + stime (/proc/PID/stat, all
 # its threads, the shim's exporter thread included) over a wrk run, divided
-# by the requests wrk completed in it. The ratio is the median of the
-# (without, with) pairs; the pairs' lowest and highest ratio are printed
-# too, so that the noise of the run can be read off the row. What narrows
-# the noise: the server is pinned to one core and wrk to another (when
-# there are two), the pairs run A B, B A, A B, ... (a drift over the run
-# cancels instead of favouring one side), and for nginx both servers run
-# side by side for the whole row, warmed by a first pair that is not
-# counted, so that no run pays a fresh process's page faults.
+# by the requests wrk completed in it. The two servers, without (A) and with
+# (B) the shim, are loaded at the same time: both pinned to one core, a wrk
+# for each pinned to the other (when there are two), for the same seconds.
+# Whatever the machine does meanwhile (its speed drifting by tens of percent
+# over seconds, another guest taking the core) then falls on both alike, and
+# the ratio of a round is the shim's; taking the rounds one after the other,
+# A then B, left pairs 25 % apart on this machine, where side by side rounds
+# of two identical servers land within 1.5 %. The row's ratio is the median
+# of the rounds' ratios, their lowest and highest printed too; a first round
+# warms both and is not counted.
 
-CPU_CONNS=8   # wrk connections: fewer than the throughput rows, so the server is not saturated into timeouts
+CPU_CONNS=8   # wrk connections per server: fewer than the throughput rows, so no server is saturated into timeouts
 if [ "$MODE" = smoke ]; then
-	CPU_PAIRS=1 CPU_WARM=0 CPU_SECONDS=1 CPU_CG_REQUESTS=0
+	CPU_ROUNDS=1 CPU_WARM=0 CPU_SECONDS=1 CPU_CG_REQUESTS=0
 else
-	CPU_PAIRS=8 CPU_WARM=1 CPU_SECONDS=5 CPU_CG_REQUESTS=1000
+	CPU_ROUNDS=8 CPU_WARM=1 CPU_SECONDS=5 CPU_CG_REQUESTS=1000
 fi
 # The server on the first core, wrk on the second, when there are two.
 CPU_PIN_SERVER=() CPU_PIN_CLIENT=()
@@ -63,21 +65,44 @@ cpu_ticks() { # pid: utime + stime in clock ticks (the fields after the command'
 	awk '{ print $12 + $13 }' <<<"$s"
 }
 
-# cpu_wrk PID URL SECONDS [wrk args...]: prints "<us per request> <requests>"
-cpu_wrk() {
-	local pid=$1 url=$2 secs=$3 t0 t1 n hz
-	shift 3
+# cpu_round PID-A URL-A PID-B URL-B [wrk args...]: one round, both servers
+# loaded at once; prints "<A us per request> <B us per request>"
+cpu_round() {
+	local pa=$1 ua=$2 pb=$3 ub=$4 a0 a1 b0 b1 na nb wa wb hz
+	shift 4
 	hz=$(getconf CLK_TCK)
-	t0=$(cpu_ticks "$pid")
-	"${CPU_PIN_CLIENT[@]}" wrk -t1 -c"$CPU_CONNS" -d"${secs}s" "$@" "$url" >"$WORK/cpu.wrk" 2>&1
-	t1=$(cpu_ticks "$pid")
-	n=$(awk '/requests in/ { print $1; exit }' "$WORK/cpu.wrk")
-	"$PY" -c 'import sys; t0,t1,n,hz=map(float,sys.argv[1:]); print(f"{(t1-t0)/hz*1e6/n:.4f} {int(n)}" if n > 0 else "nan 0")' \
-		"$t0" "$t1" "${n:-0}" "$hz"
+	a0=$(cpu_ticks "$pa")
+	b0=$(cpu_ticks "$pb")
+	"${CPU_PIN_CLIENT[@]}" wrk -t1 -c"$CPU_CONNS" -d"${CPU_SECONDS}s" "$@" "$ua" >"$WORK/cpu.wrk.A" 2>&1 &
+	wa=$!
+	"${CPU_PIN_CLIENT[@]}" wrk -t1 -c"$CPU_CONNS" -d"${CPU_SECONDS}s" "$@" "$ub" >"$WORK/cpu.wrk.B" 2>&1 &
+	wb=$!
+	wait "$wa" "$wb"
+	a1=$(cpu_ticks "$pa")
+	b1=$(cpu_ticks "$pb")
+	na=$(awk '/requests in/ { print $1; exit }' "$WORK/cpu.wrk.A")
+	nb=$(awk '/requests in/ { print $1; exit }' "$WORK/cpu.wrk.B")
+	"$PY" -c '
+import sys
+a0, a1, na, b0, b1, nb, hz = map(float, sys.argv[1:])
+us = lambda t0, t1, n: f"{(t1 - t0) / hz * 1e6 / n:.4f}" if n > 0 else "nan"
+print(us(a0, a1, na), us(b0, b1, nb))' "$a0" "$a1" "${na:-0}" "$b0" "$b1" "${nb:-0}" "$hz"
+}
+
+# cpu_rounds FILE PID-A URL-A PID-B URL-B [wrk args...]: the warm-up and the
+# counted rounds, each as "A <us>" and "B <us>" lines in FILE
+cpu_rounds() {
+	local f=$1 i a b
+	shift
+	: >"$f"
+	for ((i = -CPU_WARM; i < CPU_ROUNDS; i++)); do
+		read -r a b < <(cpu_round "$@")
+		((i >= 0)) && printf 'A %s\nB %s\n' "$a" "$b" >>"$f"
+	done
 }
 
 # cpu_summary FILE: "medianA medianB median-ratio min-ratio max-ratio";
-# the k-th A line pairs with the k-th B line, whichever ran first.
+# the k-th A line pairs with the k-th B line (the same round).
 cpu_summary() {
 	"$PY" - "$1" <<'EOF'
 import statistics, sys
@@ -93,13 +118,10 @@ print(f"{m(a):.3f} {m(b):.3f} {m(r):.4f} {min(r) if r else float('nan'):.3f} {ma
 EOF
 }
 
-# cpu_order I: the order of pair I's two runs (A B, then B A, ...)
-cpu_order() { if (($1 % 2)); then echo B A; else echo A B; fi; }
-
 cpu_row() { # file label target(- for none)
 	local ma mb r lo hi
 	read -r ma mb r lo hi < <(cpu_summary "$1")
-	local res="ratio $(f3 "$r") (pairs $lo..$hi)"
+	local res="ratio $(f3 "$r") (rounds $lo..$hi)"
 	if [ "$3" = - ]; then
 		row 3 "CPU per request: $2" "$ma us" "$mb us" "$res" "" ""
 	else
@@ -140,9 +162,8 @@ cpu_ngx_start() {
 
 # cpu_nginx NAME LABEL TARGET WRK-ARGS...: both servers up for the whole row
 cpu_nginx() {
-	local name=$1 label=$2 target=$3 i v got f="$WORK/cpu.ngx.$1"
+	local name=$1 label=$2 target=$3 v f="$WORK/cpu.ngx.$1"
 	shift 3
-	: >"$f"
 	local -A pid port stop
 	for v in A B; do
 		port[$v]=$(free_port)
@@ -155,12 +176,7 @@ cpu_nginx() {
 		pid[$v]=$CPU_PID
 		stop[$v]=$CPU_STOP
 	done
-	for ((i = -CPU_WARM; i < CPU_PAIRS; i++)); do
-		for v in $(cpu_order $((i + CPU_WARM))); do
-			got=$(cpu_wrk "${pid[$v]}" "http://127.0.0.1:${port[$v]}/file.txt" "$CPU_SECONDS" "$@" | awk '{print $1}')
-			((i >= 0)) && echo "$v $got" >>"$f"
-		done
-	done
+	cpu_rounds "$f" "${pid[A]}" "http://127.0.0.1:${port[A]}/file.txt" "${pid[B]}" "http://127.0.0.1:${port[B]}/file.txt" "$@"
 	stop_pid "${stop[A]}"
 	stop_pid "${stop[B]}"
 	cpu_row "$f" "$label" "$target"
@@ -210,31 +226,36 @@ except ValueError:
 	row 3 "$label" "$pa instr" "$pb instr" "+$added instr (ratio $ratio)" "" ""
 }
 
-# cpu_server NAME LABEL TARGET PATH START-FUNCTION: servers started per run
+# cpu_server NAME LABEL TARGET PATH START-FUNCTION: both servers up for the
+# whole row (START-FUNCTION A|B sets CPU_PID and CPU_PORT)
 cpu_server() {
-	local name=$1 label=$2 target=$3 path=$4 start=$5 i v f="$WORK/cpu.$1"
-	: >"$f"
-	for ((i = 0; i < WRK_PAIRS; i++)); do
-		for v in $(cpu_order "$i"); do
-			"$start" "$v" || { stop_pid "$CPU_PID"; continue; }
-			local url="http://127.0.0.1:$CPU_PORT$path"
-			((WRK_WARMUP)) && wrk -t1 -c"$CPU_CONNS" -d1s "$url" >/dev/null 2>&1
-			echo "$v $(cpu_wrk "$CPU_PID" "$url" "$WRK_SECONDS" | awk '{print $1}')" >>"$f"
+	local name=$1 label=$2 target=$3 path=$4 start=$5 v
+	local -A pid port
+	for v in A B; do
+		if ! "$start" "$v"; then
 			stop_pid "$CPU_PID"
-		done
+			[ "$v" = B ] && stop_pid "${pid[A]}"
+			na_row 3 "CPU per request: $label" "the server did not start" "${target#-}"
+			return
+		fi
+		pid[$v]=$CPU_PID
+		port[$v]=$CPU_PORT
 	done
-	cpu_row "$f" "$label" "$target"
+	cpu_rounds "$WORK/cpu.$name" "${pid[A]}" "http://127.0.0.1:${port[A]}$path" "${pid[B]}" "http://127.0.0.1:${port[B]}$path"
+	stop_pid "${pid[A]}"
+	stop_pid "${pid[B]}"
+	cpu_row "$WORK/cpu.$name" "$label" "$target"
 }
 
 cpu_uvicorn_start() { # A|B: sets CPU_PID, CPU_PORT
 	local envs=()
 	[ "$1" = B ] && envs=(LD_PRELOAD="$SO" "${SHIM_EXPORT_ENV[@]}" OTEL_SERVICE_NAME=bench-uvicorn)
-	: >"$WORK/cpu.uv.json"
-	env "${envs[@]}" "${CPU_PIN_SERVER[@]}" "$PY" "$ROOT/scripts/demo/server.py" --ports 1 --latency-ms 0,0 >"$WORK/cpu.uv.json" 2>>"$WORK/cpu.uv.log" &
+	: >"$WORK/cpu.uv.$1.json"
+	env "${envs[@]}" "${CPU_PIN_SERVER[@]}" "$PY" "$ROOT/scripts/demo/server.py" --ports 1 --latency-ms 0,0 >"$WORK/cpu.uv.$1.json" 2>>"$WORK/cpu.uv.log" &
 	CPU_PID=$!
 	PIDS+=("$CPU_PID")
-	wait_line "$WORK/cpu.uv.json" 30 >/dev/null || return 1
-	CPU_PORT=$("$PY" -c 'import json,sys; print(json.load(open(sys.argv[1]))["ports"][0])' "$WORK/cpu.uv.json")
+	wait_line "$WORK/cpu.uv.$1.json" 30 >/dev/null || return 1
+	CPU_PORT=$("$PY" -c 'import json,sys; print(json.load(open(sys.argv[1]))["ports"][0])' "$WORK/cpu.uv.$1.json")
 	wait_http "http://127.0.0.1:$CPU_PORT/v1/work" 10
 }
 
@@ -242,7 +263,7 @@ cpu_node_start() { # A|B: sets CPU_PID, CPU_PORT
 	local envs=()
 	[ "$1" = B ] && envs=(LD_PRELOAD="$SO" "${SHIM_EXPORT_ENV[@]}" OTEL_SERVICE_NAME=bench-node)
 	CPU_PORT=$(free_port)
-	env "${envs[@]}" "${CPU_PIN_SERVER[@]}" "$NODE" "$D/server.js" "$CPU_PORT" >"$WORK/cpu.node.out" 2>"$WORK/cpu.node.err" &
+	env "${envs[@]}" "${CPU_PIN_SERVER[@]}" "$NODE" "$D/server.js" "$CPU_PORT" >"$WORK/cpu.node.$1.out" 2>"$WORK/cpu.node.$1.err" &
 	CPU_PID=$!
 	PIDS+=("$CPU_PID")
 	wait_http "http://127.0.0.1:$CPU_PORT/" 20
