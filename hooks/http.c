@@ -35,6 +35,15 @@ static struct nl_httpconn *conn_get(int fd)
 	return &chunk[(unsigned)fd & (NL_FD_CHUNK - 1)];
 }
 
+/* The parser of a new connection: a server's tells when a request asks
+ * for the same as the one before (request_line). */
+static void h1_init(struct nl_httpconn *c)
+{
+	nl_h1_init(&c->h1);
+	if (c->side == NL_HTTP_SERVER)
+		nl_h1_compare_lines(&c->h1);
+}
+
 /* The fd's first bytes since it was watched: its conn is set up, by one
  * thread (NL_WATCH_INIT claims it; the other direction's first feeder waits
  * the few stores it takes). NULL when the fd stopped being followed, or its
@@ -61,7 +70,7 @@ static __attribute__((noinline)) struct nl_httpconn *first_feed(struct nl_fd *e,
 		return NULL;
 	}
 	nl_httpconn_init(c, (enum nl_fd_http)(w & NL_WATCH_HTTP), e->dest, 0);
-	nl_h1_init(&c->h1);
+	h1_init(c);
 	atomic_store_explicit(&c->fed, 2, memory_order_relaxed);
 	/* FED on, INIT off, in one step; release: the conn's setup happens
 	 * before any other thread's use of it. A stop meanwhile cleared both. */
@@ -195,12 +204,20 @@ static __attribute__((noinline)) void request_line(struct nl_http_feed *f, const
 	unsigned slot = ev->slot % NL_H1_PIPELINE;
 	struct pending *p = &c->slots[slot];
 	p->start_us = ev->folded & NL_H1_FOLD_BEGIN ? now_us_inline(f) : c->begin_us;
-	p->method = (uint8_t)nl_http_method_of(ev->method, ev->method_len);
 	atomic_store_explicit(&p->request_body, 0, memory_order_relaxed);
 	p->minor = (uint8_t)ev->version_minor;
-	p->route = NL_ROUTE_NONE;
-	if (c->side == NL_HTTP_SERVER)
-		p->route = (int16_t)nl_http_route(ev->target, ev->target_len, ev->target_truncated);
+	if (ev->same_line) {
+		/* A keep-alive connection asking for the same again: its method
+		 * and route are the previous request's, in the slot before. */
+		const struct pending *prev = &c->slots[(slot + NL_H1_PIPELINE - 1) % NL_H1_PIPELINE];
+		p->method = prev->method;
+		p->route = prev->route;
+	} else {
+		p->method = (uint8_t)nl_http_method_of(ev->method, ev->method_len);
+		p->route = NL_ROUTE_NONE;
+		if (c->side == NL_HTTP_SERVER)
+			p->route = (int16_t)nl_http_route(ev->target, ev->target_len, ev->target_truncated);
+	}
 	/* release: the fields above before a response's finish reads them */
 	atomic_store_explicit(&c->open[slot], NL_SLOT_OPEN, memory_order_release);
 }
@@ -290,7 +307,7 @@ static __attribute__((noinline)) int set_up(struct nl_httpconn *c)
 {
 	uint8_t expected = 0;
 	if (atomic_compare_exchange_strong(&c->fed, &expected, 1)) {
-		nl_h1_init(&c->h1);
+		h1_init(c);
 		atomic_store_explicit(&c->fed, 2, memory_order_release);
 		return 2;
 	}

@@ -55,6 +55,13 @@ _Static_assert(256 % NL_H1_PIPELINE == 0, "ring indexes wrap at 256");
 _Static_assert(NL_H1_METHOD_MAX + NL_H1_TARGET_MAX <= 255 && NL_H1_HOST_MAX <= NL_H1_METHOD_MAX + NL_H1_TARGET_MAX,
 	       "buf and its uint8_t length");
 
+/* buf holds a request's method and target as the byte-wise path reads
+ * them, or the first 32 bytes of its line as the quick one read it whole
+ * (for the next request to compare with: same_line); then, from its field
+ * lines on, its Host value at HOST_AT, past those. */
+#define HOST_AT (NL_H1_METHOD_MAX + NL_H1_TARGET_MAX - NL_H1_HOST_MAX)
+_Static_assert(HOST_AT >= 32 && HOST_AT + 32 <= NL_H1_METHOD_MAX + NL_H1_TARGET_MAX, "buf: the quick Host store");
+
 /* The byte-wise paths, kept out of the quick ones; the quick ones in one piece. */
 #define NOINLINE __attribute__((noinline))
 #define QUICK inline __attribute__((always_inline))
@@ -405,6 +412,7 @@ static bool request_begin(const struct run *r)
 		return fail(r);
 	message_begin(s);
 	s->slot = (uint8_t)ring_slot(tail);
+	s->prev = 0;            /* the byte-wise copy overwrites buf from its start */
 	s->state = S_METHOD;
 	emit_simple(r, NL_H1_REQ_BEGIN, s->slot);
 	return true;
@@ -434,7 +442,7 @@ static void request_line_done(const struct run *r)
 	uint8_t tail = atomic_load_explicit(&h->ring_tail, memory_order_relaxed);
 	h->ring_kind[ring_slot(tail)] = kind;
 	atomic_store_explicit(&h->ring_tail, (uint8_t)(tail + 1), memory_order_release);
-	s->len = 0;             /* buf now keeps the Host value */
+	s->len = 0;             /* buf now keeps the Host value, at HOST_AT */
 	s->n_headers = 0;
 	s->state = S_FIELD;
 }
@@ -630,7 +638,7 @@ static bool request_head_done(const struct run *r)
 	struct nl_h1_event ev = {
 		.type = NL_H1_REQ_HEAD,
 		.slot = s->slot,
-		.host = s->flags & F_HOST ? r->h->buf : NULL,
+		.host = s->flags & F_HOST ? r->h->buf + HOST_AT : NULL,
 		.host_len = s->flags & F_HOST ? s->len : 0,
 		.folded = ends ? NL_H1_FOLD_END : 0,
 	};
@@ -823,7 +831,7 @@ NOINLINE static bool host_byte(const struct run *r, uint8_t b)
 		return false;
 	s->aux = 1;
 	if (s->len < NL_H1_HOST_MAX)
-		r->h->buf[s->len++] = (char)b;
+		r->h->buf[HOST_AT + s->len++] = (char)b;
 	return true;
 }
 
@@ -913,7 +921,7 @@ static bool value_line(const struct run *r, const uint8_t *v, const uint8_t *ve)
 		size_t n = (size_t)(b - a);
 		if (n > NL_H1_HOST_MAX)
 			n = NL_H1_HOST_MAX;
-		memcpy(r->h->buf, a, n);
+		memcpy(r->h->buf + HOST_AT, a, n);
 		s->len = (uint8_t)n;
 		return true;
 	}
@@ -1157,8 +1165,8 @@ static QUICK bool quick_value(const struct run *r, const uint8_t *p, unsigned n,
 			const uint8_t *c = a + low_bit32(m | 1u << 31);
 			if (m && c + (*c == '\r') == nl) {
 				/* Bytes of no harm past the value. */
-				_mm_storeu_si128((__m128i *)(void *)r->h->buf, v0);
-				_mm_storeu_si128((__m128i *)(void *)(r->h->buf + 16), v1);
+				_mm_storeu_si128((__m128i *)(void *)(r->h->buf + HOST_AT), v0);
+				_mm_storeu_si128((__m128i *)(void *)(r->h->buf + HOST_AT + 16), v1);
 				s->flags |= F_HOST;
 				s->len = (uint8_t)(c - a);
 				return true;
@@ -1174,7 +1182,7 @@ static QUICK bool quick_value(const struct run *r, const uint8_t *p, unsigned n,
 			uint32_t m = (ctl_mask(v0) | ctl_mask(v1) << 16) >> sh;
 			const uint8_t *c = a + low_bit32(m);
 			if (c + (*c == '\r') == nl) {
-				memcpy(r->h->buf, a, (size_t)(c - a));
+				memcpy(r->h->buf + HOST_AT, a, (size_t)(c - a));
 				s->flags |= F_HOST;
 				s->len = (uint8_t)(c - a);
 				return true;
@@ -1259,6 +1267,7 @@ static const uint8_t *parse_fields(const struct run *r, const uint8_t *p, const 
  * (the quick way folds it into REQ_LINE). */
 NOINLINE static const uint8_t *method_slow(const struct run *r, const uint8_t *p, const uint8_t *e)
 {
+	r->s->prev = 0;         /* the byte-wise copy overwrites buf from its start */
 	emit_simple(r, NL_H1_REQ_BEGIN, r->s->slot);
 	return parse_method(r, p, e);
 }
@@ -1487,6 +1496,8 @@ void nl_h1_init(struct nl_h1 *h)
 	h->avx2 = atomic_load_explicit(&nl_h1_avx2, memory_order_relaxed);
 #endif
 }
+
+void nl_h1_compare_lines(struct nl_h1 *h) { h->req.lines = true; }
 
 /* Bytes through the states (out of line, so that nl_h1_feed's quick cases
  * need no stack frame). */

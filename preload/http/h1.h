@@ -78,6 +78,11 @@ struct nl_h1_event {
 	const char *target;     /* REQ_LINE */
 	size_t target_len;
 	bool target_truncated;
+	/* REQ_LINE, after nl_h1_compare_lines: the method and target are those
+	 * of the connection's previous request, byte for byte, as the parser
+	 * could tell at little cost (a hint: false says nothing), so that a
+	 * sink may reuse what it made of them. */
+	bool same_line;
 	const char *host;       /* REQ_HEAD; NULL when there was no Host header */
 	size_t host_len;
 	unsigned version_minor; /* REQ_LINE, RESP_HEAD (and RESP_END folding it): 0 or 1 (HTTP/1.x) */
@@ -103,6 +108,9 @@ struct nl_h1_half {
 	uint8_t aux;            /* request line: method length; field value: its sub-state */
 	uint8_t len;            /* request stream: bytes in buf */
 	uint8_t slot;           /* request stream: ring slot of the request being read */
+	uint8_t prev;           /* request stream: bytes of the previous request's line (method,
+				 * SP, target) kept at the start of buf (0: none) */
+	bool lines;             /* request stream: same_line is told (nl_h1_compare_lines) */
 	uint16_t flags;
 	uint16_t status;
 	uint16_t n_headers;
@@ -123,6 +131,11 @@ struct nl_h1 {
 
 /* A connection starts with nl_h1_init (or all-zero memory). */
 void nl_h1_init(struct nl_h1 *h);
+
+/* From now on REQ_LINE events tell same_line, at a cost of some twenty
+ * instructions a request: for a sink that makes something costly of a
+ * line (a server's route), not for one that would save less. */
+void nl_h1_compare_lines(struct nl_h1 *h);
 
 /* Feeds n bytes of one direction. Returns false once the connection is no
  * longer parsed (not HTTP, malformed, upgraded): the caller may then stop

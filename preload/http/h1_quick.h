@@ -140,7 +140,7 @@ Q_TARGET static QUICK const uint8_t *Q(request_end)(const struct run *r, const u
 	ev.slot = s->slot;
 	ev.type = NL_H1_REQ_HEAD;
 	if (s->flags & F_HOST) {
-		ev.host = r->h->buf;
+		ev.host = r->h->buf + HOST_AT;
 		ev.host_len = s->len;
 	}
 	s->body_size = 0;
@@ -209,20 +209,26 @@ Q_TARGET static QUICK const uint8_t *Q(request_quick)(const struct run *r, const
 	unsigned eol = crlf == load16("\r\n") ? 2 : (uint8_t)crlf == '\n' ? 1 : 0;
 	if (minor < 0 || !eol)
 		return method_slow(r, p, e);
-	char *buf = h->buf;
-	_mm_storeu_si128((__m128i *)(void *)buf, v);   /* the method, and bytes that do no harm */
 	bool trunc = n > NL_H1_TARGET_MAX;
 	if (trunc)
 		n = NL_H1_TARGET_MAX;
-	/* Copies of a fixed size are inline; the bytes past n do no harm. */
-	if (n <= 16)
-		_mm_storeu_si128((__m128i *)(void *)(buf + m), vt);
-	else if (n <= 32 && e - t >= 32)
-		memcpy(buf + m, t, 32);
-	else if (e - t >= NL_H1_TARGET_MAX)
-		memcpy(buf + m, t, NL_H1_TARGET_MAX);
-	else
-		memcpy(buf + m, t, n);
+	/* The event points into the call, which holds the line whole. When
+	 * asked (nl_h1_compare_lines), buf keeps the line's first 32 bytes
+	 * (method, SP, target), for the next request to compare with. */
+	bool same = false;
+	if (s->lines) {
+		char *buf = h->buf;
+		size_t len = (size_t)(q - p);
+		__m128i v1 = _mm_loadu_si128((const __m128i *)(const void *)(p + 16));   /* p + 32 <= e */
+		uint32_t eq = (uint32_t)_mm_movemask_epi8(_mm_cmpeq_epi8(v, _mm_loadu_si128((const __m128i *)(void *)buf))) |
+			      (uint32_t)_mm_movemask_epi8(
+				      _mm_cmpeq_epi8(v1, _mm_loadu_si128((const __m128i *)(void *)(buf + 16))))
+				      << 16;
+		same = s->prev == len && (~eq & (uint32_t)((1ull << len) - 1)) == 0;
+		s->prev = len <= 32 ? (uint8_t)len : 0;
+		_mm_storeu_si128((__m128i *)(void *)buf, v);
+		_mm_storeu_si128((__m128i *)(void *)(buf + 16), v1);
+	}
 	s->flags = (uint16_t)(F_HTTP | (unsigned)minor * F_MINOR1 | (trunc ? F_TRUNC : 0));
 	uint8_t kind = K_OTHER;
 	if (m == 4 && load32(p) == load32("HEAD"))
@@ -234,11 +240,12 @@ Q_TARGET static QUICK const uint8_t *Q(request_quick)(const struct run *r, const
 	ev.slot = slot;
 	ev.type = NL_H1_REQ_LINE;
 	ev.folded = NL_H1_FOLD_BEGIN;
-	ev.method = buf;
+	ev.method = (const char *)p;
 	ev.method_len = m;
-	ev.target = buf + m;
+	ev.target = (const char *)t;
 	ev.target_len = n;
 	ev.target_truncated = trunc;
+	ev.same_line = same;
 	ev.version_minor = (unsigned)minor;
 	emit(r, &ev);
 	h->ring_kind[slot] = kind;

@@ -26,6 +26,8 @@ struct check {
 	uint8_t order[NL_H1_PIPELINE];   /* open slots, oldest first */
 	unsigned open;
 	int req_slot;           /* slot of the request being read, -1: none */
+	char line[NL_H1_METHOD_MAX + 1 + NL_H1_TARGET_MAX];   /* the last REQ_LINE's method, SP, target */
+	size_t line_len;
 	bool ended;             /* NOT_HTTP, ERROR or upgraded: nothing may follow */
 };
 
@@ -76,6 +78,16 @@ static void one_event(struct check *c, const struct nl_h1_event *ev)
 			need(c->order[i] != ev->slot);
 		need(c->open < NL_H1_PIPELINE);
 		c->order[c->open++] = (uint8_t)ev->slot;
+		/* same_line is a hint, never a lie: the previous line's bytes.
+		 * Not hashed: a split may leave it false where whole it is true. */
+		if (ev->same_line)
+			need(c->line_len == ev->method_len + 1 + ev->target_len &&
+			     !memcmp(c->line, ev->method, ev->method_len) &&
+			     !memcmp(c->line + ev->method_len + 1, ev->target, ev->target_len));
+		memcpy(c->line, ev->method, ev->method_len);
+		c->line[ev->method_len] = ' ';
+		memcpy(c->line + ev->method_len + 1, ev->target, ev->target_len);
+		c->line_len = ev->method_len + 1 + ev->target_len;
 		hash(c, ev->method, ev->method_len);
 		hash(c, ev->target, ev->target_len);
 		hash_u64(c, ev->target_truncated);
@@ -197,6 +209,8 @@ static void run(struct check *c, const uint8_t *req, size_t rn, const uint8_t *r
 {
 	static struct nl_h1 h;
 	nl_h1_init(&h);
+	if (seed & 0x80)
+		nl_h1_compare_lines(&h);
 	memset(c, 0, sizeof *c);
 	c->hash = 0xcbf29ce484222325ull;
 	c->req_slot = -1;

@@ -39,7 +39,8 @@ static bool extra(const struct nl_h1_event *ev)
 	bool line = ev->type == NL_H1_REQ_LINE, head = ev->type == NL_H1_REQ_HEAD;
 	bool status = ev->type == NL_H1_RESP_HEAD || ev->type == NL_H1_RESP_END;
 	bool body = ev->type == NL_H1_REQ_END || ev->type == NL_H1_RESP_END;
-	return (!line && (ev->method || ev->method_len || ev->target || ev->target_len || ev->target_truncated)) ||
+	return (!line && (ev->method || ev->method_len || ev->target || ev->target_len || ev->target_truncated ||
+			  ev->same_line)) ||
 	       (!head && (ev->host || ev->host_len)) ||
 	       (!line && ev->type != NL_H1_RESP_HEAD && ev->version_minor) || (!status && ev->status) ||
 	       (!body && ev->body_size) || (ev->type != NL_H1_RESP_END && ev->upgraded) ||
@@ -1303,3 +1304,65 @@ Test(h1, folded)
 	cr_assert_eq(r.n, 5);
 	cr_assert(r.type[3] == NL_H1_RESP_HEAD && r.type[4] == NL_H1_RESP_END && !r.folded[4]);
 }
+
+/* ---- same_line --------------------------------------------------------------- */
+
+static int lines_seen, lines_same;
+
+static void same_sink(void *ctx, const struct nl_h1_event *ev)
+{
+	(void)ctx;
+	if (ev->type != NL_H1_REQ_LINE)
+		return;
+	lines_seen++;
+	lines_same = lines_same << 1 | ev->same_line;
+}
+
+/* One exchange on h: the request in one call (pieces of 7 bytes when split),
+ * then its response; returns whether its REQ_LINE said same_line. */
+static bool exchange(struct nl_h1 *h, const char *target, bool split)
+{
+	char req[256];
+	int n = snprintf(req, sizeof req, "GET %s HTTP/1.1\r\nHost: example.test\r\nAccept: */*\r\n\r\n", target);
+	static const char resp[] = "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok";
+	int seen = lines_seen;
+	for (int at = 0; at < n; at += split ? 7 : n)
+		nl_h1_feed(h, NL_H1_REQUEST, req + at, (size_t)(n - at < 7 || !split ? n - at : 7), same_sink, NULL);
+	nl_h1_feed(h, NL_H1_RESPONSE, resp, sizeof resp - 1, same_sink, NULL);
+	cr_assert_eq(lines_seen, seen + 1, "one request line for %s", target);
+	return lines_same & 1;
+}
+
+Test(h1, same_line)
+{
+	static struct nl_h1 h;
+	nl_h1_init(&h);
+	cr_assert_not(exchange(&h, "/a", false), "not asked for");
+	cr_assert_not(exchange(&h, "/a", false), "not asked for");
+	nl_h1_compare_lines(&h);
+	cr_assert_not(exchange(&h, "/a", false), "the first line it keeps");
+	cr_assert(exchange(&h, "/a", false));
+	cr_assert(exchange(&h, "/a", false));
+	cr_assert_not(exchange(&h, "/b", false));
+	cr_assert_not(exchange(&h, "/a", false));
+	cr_assert_not(exchange(&h, "/a?x", false), "a query makes another line");
+	cr_assert(exchange(&h, "/a?x", false));
+	/* Up to 32 bytes of method, SP and target are kept: "GET " and 28. */
+	char t28[29], t29[30], u28[29];
+	memset(t28, 'x', 28), memset(t29, 'x', 29), memset(u28, 'x', 28);
+	t28[0] = t29[0] = u28[0] = '/';
+	t28[28] = t29[29] = u28[28] = 0;
+	u28[27] = 'y';
+	cr_assert_not(exchange(&h, t28, false));
+	cr_assert(exchange(&h, t28, false), "a line of 32 bytes is kept");
+	cr_assert_not(exchange(&h, u28, false), "the same length, the last byte differs");
+	cr_assert_not(exchange(&h, t29, false));
+	cr_assert_not(exchange(&h, t29, false), "a line of 33 bytes is not kept");
+	cr_assert_not(exchange(&h, t28, false));
+	cr_assert(exchange(&h, t28, false));
+	/* A line read byte-wise is not kept, and the next is not the same. */
+	cr_assert_not(exchange(&h, t28, true));
+	cr_assert_not(exchange(&h, t28, false));
+	cr_assert(exchange(&h, t28, false));
+}
+
