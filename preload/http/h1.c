@@ -65,6 +65,14 @@ _Static_assert(HOST_AT >= 32 && HOST_AT + 32 <= NL_H1_METHOD_MAX + NL_H1_TARGET_
 /* The byte-wise paths, kept out of the quick ones; the quick ones in one piece. */
 #define NOINLINE __attribute__((noinline))
 #define QUICK inline __attribute__((always_inline))
+/* The quick path's entry points keep nl_h1_feed's arguments as they are
+ * (gcc would otherwise make copies without the unused one, which need
+ * them moved into other registers first). */
+#if defined(__GNUC__) && !defined(__clang__)
+#define ENTRY __attribute__((noinline, noclone))
+#else
+#define ENTRY NOINLINE
+#endif
 
 #define START_LINE_MAX 16384    /* request line: method, SP, target, SP */
 #define FIELD_LINE_MAX 8192     /* field line, status line, chunk size line, CRLF included */
@@ -1546,9 +1554,9 @@ bool nl_h1_feed(struct nl_h1 *h, enum nl_h1_dir dir, const void *buf, size_t n, 
 	if (s->state == S_IDLE) {
 #ifdef NL_H1_AVX2
 		if (h->avx2)
-			return req ? feed_request_avx2(h, buf, n, sink, ctx) : feed_response_avx2(h, buf, n, sink, ctx);
+			return req ? feed_request_avx2(h, dir, buf, n, sink, ctx) : feed_response_avx2(h, dir, buf, n, sink, ctx);
 #endif
-		return req ? feed_request_sse2(h, buf, n, sink, ctx) : feed_response_sse2(h, buf, n, sink, ctx);
+		return req ? feed_request_sse2(h, dir, buf, n, sink, ctx) : feed_response_sse2(h, dir, buf, n, sink, ctx);
 	}
 #endif
 	if (atomic_load_explicit(&h->stopped, memory_order_relaxed))

@@ -363,9 +363,13 @@ Q_TARGET static QUICK const uint8_t *Q(response_quick)(const struct run *r, cons
 
 /* A call at the start of a message: when it has 32 bytes or more (and no
  * CR is pending, and the connection is followed), its head the quick way,
- * then the rest through the states; anything else feed_start. */
-Q_TARGET NOINLINE static bool Q(feed_request)(struct nl_h1 *h, const void *buf, size_t n, nl_h1_sink sink, void *ctx)
+ * then the rest through the states; anything else feed_start. Both take
+ * nl_h1_feed's arguments (dir unused), so that it jumps to them with its
+ * registers as they are (ENTRY). */
+Q_TARGET ENTRY static bool Q(feed_request)(struct nl_h1 *h, enum nl_h1_dir dir, const void *buf, size_t n,
+					      nl_h1_sink sink, void *ctx)
 {
+	(void)dir;
 	if (n < 32 || (h->req.flags & F_CR) || atomic_load_explicit(&h->stopped, memory_order_relaxed))
 		return feed_start(h, true, buf, n, sink, ctx);
 	const uint8_t *p = buf, *e = p + n;
@@ -376,8 +380,10 @@ Q_TARGET NOINLINE static bool Q(feed_request)(struct nl_h1 *h, const void *buf, 
 	return !atomic_load_explicit(&h->stopped, memory_order_relaxed);
 }
 
-Q_TARGET NOINLINE static bool Q(feed_response)(struct nl_h1 *h, const void *buf, size_t n, nl_h1_sink sink, void *ctx)
+Q_TARGET ENTRY static bool Q(feed_response)(struct nl_h1 *h, enum nl_h1_dir dir, const void *buf, size_t n,
+					       nl_h1_sink sink, void *ctx)
 {
+	(void)dir;
 	if (n < 32 || (h->resp.flags & F_CR) || atomic_load_explicit(&h->stopped, memory_order_relaxed))
 		return feed_start(h, false, buf, n, sink, ctx);
 	const uint8_t *p = buf, *e = p + n;
