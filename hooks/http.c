@@ -141,8 +141,11 @@ static __attribute__((noinline)) void finish(struct nl_http_feed *f, unsigned sl
  * nothing else is reported for them. */
 static __attribute__((noinline)) void drop_open(struct nl_httpconn *c)
 {
+	/* Looked at first: at a connection's end its slots are mostly closed,
+	 * and a load is no locked instruction. */
 	for (unsigned s = 0; s < NL_H1_PIPELINE; s++)
-		if ((atomic_exchange(&c->open[s], 0) & NL_SLOT_COUNTED) && c->side == NL_HTTP_SERVER)
+		if (atomic_load_explicit(&c->open[s], memory_order_relaxed) &&
+		    (atomic_exchange(&c->open[s], 0) & NL_SLOT_COUNTED) && c->side == NL_HTTP_SERVER)
 			nl_http_server_ended(c->slots[s].method, c->flags & NL_HTTPCONN_TLS, (int)c->slots[s].name - 2);
 }
 
@@ -222,6 +225,22 @@ static __attribute__((noinline)) void request_line(struct nl_http_feed *f, const
 	atomic_store_explicit(&c->open[slot], NL_SLOT_OPEN, memory_order_release);
 }
 
+/* The last Host value a connection's first request interned, by its key
+ * (above) and its name id + 2, in one word: a server with a connection
+ * per request finds the name of the Host its clients send again without
+ * interning it anew. */
+static _Atomic uint64_t last_name;
+
+static int server_name(const char *host, size_t n, uint32_t key)
+{
+	uint64_t last = atomic_load_explicit(&last_name, memory_order_relaxed);
+	if ((uint32_t)(last >> 32) == key)
+		return (int)(uint32_t)last - 2;
+	int name = nl_http_server_name(host, n);
+	atomic_store_explicit(&last_name, (uint64_t)key << 32 | (uint32_t)(name + 2), memory_order_relaxed);
+	return name;
+}
+
 /* A server request's head: it counts as active from here, in the series of
  * its method and its Host (http.server_name), found again from the
  * connection's last Host value when the same. The response may already have
@@ -235,7 +254,7 @@ static __attribute__((noinline)) void server_head(struct nl_httpconn *c, unsigne
 		if (key == c->host_key) {
 			name = atomic_load_explicit(&c->host, memory_order_relaxed);
 		} else {
-			name = nl_http_server_name(host, n);
+			name = server_name(host, n, key);
 			c->host_key = key;
 			atomic_store_explicit(&c->host, (int16_t)name, memory_order_relaxed);
 		}
