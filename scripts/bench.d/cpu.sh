@@ -142,10 +142,13 @@ cpu_ngx_conf() {
 # counted: nginx) and CPU_STOP (the one to stop: nginx, or the launcher
 # that runs it). NGX_RUN=1: B runs under nemolens-run, which exports for it,
 # so that nginx has no thread of the shim (its CPU is the launcher's).
+# NGX_B_ENV (an array): B's environment instead of the shim's.
+NGX_B_ENV=()
 cpu_ngx_start() {
 	local v=$1 port=$2 dir=$3 envs=() run=()
 	cpu_ngx_conf "$port" "$dir"
 	[ "$v" = B ] && [ "${NGX_CONTROL:-0}" = 0 ] && envs=(LD_PRELOAD="$SO" "${SHIM_EXPORT_ENV[@]}" OTEL_SERVICE_NAME=bench-nginx)
+	[ "$v" = B ] && ((${#NGX_B_ENV[@]})) && envs=("${NGX_B_ENV[@]}")
 	if [ "$v" = B ] && [ "${NGX_RUN:-0}" = 1 ]; then
 		envs=("${SHIM_EXPORT_ENV[@]}" OTEL_SERVICE_NAME=bench-nginx)
 		run=("$B/nemolens-run" --)
@@ -287,6 +290,14 @@ cpu_server_rows() {
 		NGX_CONTROL=1
 		cpu_nginx ka_aa "nginx keep-alive, control: no shim either side" -
 		NGX_CONTROL=0
+		# What of the shim's cost is its exporter's: a thread alone (any
+		# second thread puts nginx's own calls on libc's multi-threaded
+		# paths), and the shim without the exporter.
+		NGX_B_ENV=(LD_PRELOAD="$BIN/idle_thread.so")
+		cpu_nginx ka_idle "nginx keep-alive, control: an idle thread preloaded, no shim" -
+		NGX_B_ENV=(LD_PRELOAD="$SO" OTEL_METRICS_EXPORTER=none)
+		cpu_nginx ka_quiet "nginx keep-alive, the shim with its exporter off" -
+		NGX_B_ENV=()
 		if command -v valgrind >/dev/null && ((CPU_CG_REQUESTS > 0)); then
 			cpu_ngx_instr_row ka "keep-alive"
 			cpu_ngx_instr_row close "connection per request"

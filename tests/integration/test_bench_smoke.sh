@@ -72,6 +72,8 @@ rows=(
 	"CPU per request: nginx under nemolens-run, keep-alive (worker)"
 	"CPU per request: nginx under nemolens-run, connection per request (worker)"
 	"CPU per request: nginx keep-alive, control: no shim either side"
+	"CPU per request: nginx keep-alive, control: an idle thread preloaded, no shim"
+	"CPU per request: nginx keep-alive, the shim with its exporter off"
 	"instr/request: nginx keep-alive, worker thread (callgrind)"
 	"instr/request: nginx connection per request, worker thread (callgrind)"
 	"CPU per request: uvicorn/FastAPI server (GET /v1/work)"
