@@ -6,6 +6,7 @@
 #include <string.h>
 #include <sys/mman.h>
 
+#include "bytekey.h"
 #include "check.h"
 #include "clock.h"
 #include "dest.h"
@@ -152,32 +153,13 @@ static __attribute__((noinline)) void drop_open(struct nl_httpconn *c)
 /* A client request's Host header: server.address and server.port; over TLS
  * without a known peer, also the destination (the rules' host names, with
  * the port, which SNI alone lacks). */
-/* A 32-bit key of a Host value's bytes, never 0: a keep-alive connection
- * sends the same Host with every request, and finding its id again (a hash,
- * a case-insensitive compare, the destination rules by name) costs several
- * times this. Words at a time; the last word overlaps the one before. */
-static inline uint32_t host_key(const char *s, size_t n)
-{
-	uint64_t h = 0x9E3779B97F4A7C15ull ^ n, w;
-	if (n >= 8) {
-		for (size_t i = 0; i + 8 < n; i += 8) {
-			memcpy(&w, s + i, 8);
-			h = (h ^ w) * 0xff51afd7ed558ccdull;
-			h ^= h >> 32;
-		}
-		memcpy(&w, s + n - 8, 8);
-	} else {
-		w = 0;
-		for (size_t i = 0; i < n; i++)
-			w |= (uint64_t)(unsigned char)s[i] << (8 * i);
-	}
-	h = (h ^ w) * 0xc4ceb9fe1a85ec53ull;
-	return (uint32_t)(h >> 32) | 1;
-}
-
+/* Host values are known again by their key (bytekey.h): a keep-alive
+ * connection sends the same Host with every request, and finding its id
+ * again (a hash, a case-insensitive compare, the destination rules by name)
+ * costs several times the key. */
 static __attribute__((noinline)) void request_host(struct nl_httpconn *c, const char *host, size_t n)
 {
-	uint32_t key = host_key(host, n);
+	uint32_t key = nl_bytes_key(host, n);
 	if (key == c->host_key)
 		return;         /* the same Host as the last request: same host, port and destination */
 	c->host_key = key;
@@ -226,7 +208,7 @@ static __attribute__((noinline)) void request_line(struct nl_http_feed *f, const
 }
 
 /* The last Host value a connection's first request interned, by its key
- * (above) and its name id + 2, in one word: a server with a connection
+ * and its name id + 2, in one word: a server with a connection
  * per request finds the name of the Host its clients send again without
  * interning it anew. */
 static _Atomic uint64_t last_name;
@@ -250,7 +232,7 @@ static __attribute__((noinline)) void server_head(struct nl_httpconn *c, unsigne
 {
 	int name = NL_HTTP_NAME_NONE;
 	if (host) {
-		uint32_t key = host_key(host, n);
+		uint32_t key = nl_bytes_key(host, n);
 		if (key == c->host_key) {
 			name = atomic_load_explicit(&c->host, memory_order_relaxed);
 		} else {

@@ -102,6 +102,15 @@ static inline __attribute__((always_inline)) struct nl_httpconn *nl_http_claim_q
 	return c;
 }
 
+/* The end of a call that nl_http_claim_quick claimed: the direction freed,
+ * the fd no longer followed once its parsing stopped. */
+static inline __attribute__((always_inline)) void nl_http_unclaim_quick(const struct nl_http_feed *f, bool active)
+{
+	atomic_store_explicit(f->busy, 0, memory_order_release);
+	if (!active)
+		nl_fd_http_stop(f->e);
+}
+
 /* One buffer's bytes (nl_http_iov in http.h says what), inline in the I/O
  * hooks: the usual case in as few steps as it takes. What the parser's
  * return needs (the entry, the direction's busy flag) waits in the feed on
@@ -118,9 +127,7 @@ static inline __attribute__((always_inline)) void nl_http_feed_bytes(struct nl_f
 	}
 	struct nl_http_feed f = { .c = c, .now_ns = t0_ns, .e = e, .busy = &c->busy[dir] };
 	bool active = nl_h1_feed(&c->h1, dir, buf, n, nl_http_on_event, &f);
-	atomic_store_explicit(f.busy, 0, memory_order_release);
-	if (!active)
-		nl_fd_http_stop(f.e);
+	nl_http_unclaim_quick(&f, active);
 }
 
 /* The same for bytes moved unseen (nl_http_opaque in http.h): nginx sends
@@ -136,9 +143,7 @@ static inline __attribute__((always_inline)) void nl_http_feed_opaque(struct nl_
 	}
 	struct nl_http_feed f = { .c = c, .e = e, .busy = &c->busy[dir] };
 	bool active = nl_h1_feed_opaque(&c->h1, dir, n, nl_http_on_event, &f);
-	atomic_store_explicit(f.busy, 0, memory_order_release);
-	if (!active)
-		nl_fd_http_stop(f.e);
+	nl_http_unclaim_quick(&f, active);
 }
 
 #endif

@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "bytekey.h"
 #include "check.h"
 
 #include "dest.h"
@@ -341,46 +342,35 @@ static inline void cpu_relax(void)
 #endif
 }
 
-/* A hash of a Host value's n bytes, never 0; 0 when one of them is not
- * visible ASCII (0x21 to 0x7e), text an attribute cannot carry as is.
- * Eight bytes a step, the last word overlapping the one before: a server
- * with a connection per request asks once a connection. A word has a byte
- * below the range when (w - 0x21..) & ~w has a high bit set, one above it
- * when (w + 0x01..) | w has; neither ever says so of a word without one. */
-static uint32_t name_hash(const char *s, size_t n)
+/* Whether the n bytes are all visible ASCII (0x21 to 0x7e), text an
+ * attribute can carry as is. Eight at a time: a word has a byte below the
+ * range when (w - 0x21..) & ~w has a high bit set, one above it when
+ * (w + 0x01..) | w has; neither ever says so of a word without one. */
+static bool visible_ascii(const char *s, size_t n)
 {
 	const uint64_t ones = 0x0101010101010101ull;
-	uint64_t h = 0x9E3779B97F4A7C15ull ^ n, w, bad = 0;
-	if (n >= 8) {
-		for (size_t i = 0; i + 8 < n; i += 8) {
-			memcpy(&w, s + i, 8);
-			bad |= ((w - 0x21 * ones) & ~w) | ((w + ones) | w);
-			h = (h ^ w) * 0xff51afd7ed558ccdull;
-			h ^= h >> 32;
-		}
-		memcpy(&w, s + n - 8, 8);
-		bad |= ((w - 0x21 * ones) & ~w) | ((w + ones) | w);
-	} else {
-		w = 0;
-		for (size_t i = 0; i < n; i++) {
-			unsigned char c = (unsigned char)s[i];
-			bad |= c <= 0x20 || c >= 0x7f ? 0x80 : 0;
-			w |= (uint64_t)c << (8 * i);
-		}
+	uint64_t w, bad = 0;
+	if (n < 8) {
+		for (size_t i = 0; i < n; i++)
+			bad |= (unsigned char)s[i] <= 0x20 || (unsigned char)s[i] >= 0x7f;
+		return !bad;
 	}
-	if (bad & 0x80 * ones)
-		return 0;
-	h = (h ^ w) * 0xc4ceb9fe1a85ec53ull;
-	return (uint32_t)(h >> 32) | 1;
+	for (size_t i = 0;; i += 8) {
+		memcpy(&w, s + (i + 8 < n ? i : n - 8), 8);   /* the last word overlaps */
+		bad |= ((w - 0x21 * ones) & ~w) | ((w + ones) | w);
+		if (i + 8 >= n)
+			break;
+	}
+	return !(bad & 0x80 * ones);
 }
 
 int nl_http_server_name(const char *host, size_t n)
 {
 	if (!gym_attrs || !host || n == 0 || n > NL_H1_HOST_MAX)
 		return NL_HTTP_NAME_NONE;       /* (OTEL_SEMCONV_STABILITY_OPT_IN=http: no names) */
-	uint32_t h = name_hash(host, n);
-	if (!h)
+	if (!visible_ascii(host, n))
 		return NL_HTTP_NAME_NONE;
+	uint32_t h = nl_bytes_key(host, n);
 	for (unsigned probe = 0; probe < NAME_SLOTS; probe++) {
 		struct server_name *e = &name_slots[(h + probe) % NAME_SLOTS];
 		uint32_t st = atomic_load_explicit(&e->state, memory_order_acquire);
