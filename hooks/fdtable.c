@@ -1,10 +1,12 @@
 #include "fdtable.h"
 
 #include <errno.h>
+#include <stddef.h>
 #include <sys/mman.h>
 
 #include "check.h"
 #include "forkpath.h"
+#include "loadpath.h"
 #include "ssl.h"
 
 _Atomic(struct nl_fd *) nl_fd_chunks[NL_FD_CHUNK_SLOTS];
@@ -19,6 +21,7 @@ static __attribute__((noinline)) struct nl_fd *map_chunk(int fd)
 {
 	/* mmap rather than malloc: async-signal-safe, and untouched pages cost no RSS. */
 	NL_KEEP_ERRNO;
+	nl_fd_settle_forks();
 	size_t size = NL_FD_CHUNK * sizeof(struct nl_fd);
 	struct nl_fd *chunk = mmap(0, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 	if (chunk == MAP_FAILED)
@@ -143,7 +146,7 @@ void nl_fd_copy(int oldfd, int newfd)
 		nl_fd_track(newfd);
 }
 
-NL_FORK_PATH void nl_fd_atfork_child(void)
+NL_FORK_PATH static void atfork_child(void)
 {
 	/* The parent's acquisitions and HTTP exchanges are the parent's. */
 	/* Each store only when it changes something: a page written in the
@@ -163,4 +166,15 @@ NL_FORK_PATH void nl_fd_atfork_child(void)
 		}
 	}
 	nl_ssl_atfork_child();   /* and so are those over TLS */
+}
+
+/* Registered with the first state, not at load: most programs under the
+ * shim never open a socket, and the registration would touch a page of
+ * libc's code and one of its data that they never need otherwise
+ * (loadpath.h). */
+void nl_fd_settle_forks(void)
+{
+	static _Atomic bool registered;
+	if (!atomic_load_explicit(&registered, memory_order_relaxed) && !atomic_exchange(&registered, true))
+		nl_atfork(NULL, NULL, atfork_child);
 }

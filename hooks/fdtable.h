@@ -177,7 +177,9 @@ static inline int nl_fd_end_connecting(struct nl_fd *e)
 /* Copies tracking from oldfd to newfd (dup and friends). */
 void nl_fd_copy(int oldfd, int newfd);
 
-/* Fork child: pending connects belong to the parent's acquisitions. */
-void nl_fd_atfork_child(void);
+/* Makes sure a fork child settles the table (pending connects and HTTP
+ * exchanges are the parent's): registers the fork handler that does so, once.
+ * Called before the table first holds such state (a chunk, the TLS pool). */
+void nl_fd_settle_forks(void);
 
 #endif

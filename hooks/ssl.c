@@ -44,6 +44,7 @@
 #include "check.h"
 #include "dest.h"
 #include "export_sym.h"
+#include "fdtable.h"
 #include "forkpath.h"
 #include "http.h"
 #include "httpmetrics.h"
@@ -81,6 +82,7 @@ static unsigned char *pool_get(void)
 	unsigned char *base = atomic_load_explicit(&pool, memory_order_acquire);
 	if (base)
 		return base;
+	nl_fd_settle_forks();
 	/* mmap rather than malloc (as http.c): untouched pages cost nothing. */
 	size_t size = (size_t)SLOTS * NL_HTTPCONN_SIZE;
 	unsigned char *p = mmap(0, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);

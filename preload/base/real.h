@@ -10,10 +10,10 @@
  *
  * Nothing is resolved at load: a dlsym costs about a thousand instructions,
  * and most short processes (a shell's /bin/true) call none of these
- * functions. A process the shim is enabled in resolves them all before its
- * first fork instead (nl_real_init from the fork handler), so that fork
- * children, often many and short-lived, inherit the resolved pointers rather
- * than each paying for the lookups again.
+ * functions. A process that records resolves them all before its first
+ * fork instead (nl_real_init from the fork handler), so that fork children,
+ * often many and short-lived, inherit the resolved pointers rather than
+ * each paying for the lookups again.
  */
 #ifndef NL_REAL_H
 #define NL_REAL_H

@@ -2,9 +2,9 @@
  * was loaded. Linked into the two shared libraries, never into unit tests,
  * which link the runtime without starting it.
  *
- * Built twice: with NL_WITH_HOOKS for libnemolens_preload.so, whose hooks
- * keep per-fd state that a fork child must settle, and without it for
- * libnemolens.so, which interposes nothing.
+ * Built twice: with NL_WITH_HOOKS for libnemolens_preload.so, which also
+ * hands Python its adapter, and without it for libnemolens.so, which
+ * interposes nothing.
  */
 #include <pthread.h>
 #include <stdbool.h>
@@ -16,7 +16,6 @@
 #include "nemolens.h"
 #include "runtime.h"
 #ifdef NL_WITH_HOOKS
-#include "fdtable.h"
 #include "python.h"
 
 /* The shim links without the compiler's start files (CMakeLists.txt). This
@@ -53,8 +52,6 @@ __attribute__((constructor)) static void nl_load(void)
 	if (!nl_runtime_load())
 		return;
 #ifdef NL_WITH_HOOKS
-	/* Pending connects of the parent belong to the parent's acquisitions. */
-	nl_atfork(NULL, NULL, nl_fd_atfork_child);
 	nl_python_setup();
 #endif
 	nl_runtime_start();

@@ -457,6 +457,8 @@ static void prepare_recording(void)
 	pthread_condattr_destroy(&ca);
 }
 
+static void register_fork_handlers(void);
+
 static void start_on_first_record(void)
 {
 	if (atomic_load(&nl_runtime_kicked))
@@ -467,6 +469,9 @@ static void start_on_first_record(void)
 	sigset_t all, old;
 	sigfillset(&all);
 	pthread_sigmask(SIG_BLOCK, &all, &old);
+	/* Before the kick is taken: from then on a fork child has state of
+	 * its parent's to forget. */
+	register_fork_handlers();
 	bool expected = false;
 	if (!atomic_compare_exchange_strong(&kick_taken, &expected, true)) {
 		pthread_sigmask(SIG_SETMASK, &old, NULL);
@@ -755,6 +760,26 @@ NL_FORK_PATH static void atfork_child(void)
 	atomic_store(&kick_taken, false);
 }
 
+/* Registered when the lifecycle begins, not at load: a process that never
+ * records has nothing of the shim's for a fork to take care of, and the
+ * registration would touch a page of libc's code and one of its data that
+ * such a process (a shell's /bin/true) never needs otherwise (loadpath.h).
+ * Once per process image: a fork child keeps its parent's handlers. Called
+ * with signals blocked, so the wait for another thread's registration
+ * cannot be a signal handler waiting for the code it interrupted. */
+static _Atomic int fork_handlers;   /* 0 none, 1 being registered, 2 registered */
+
+static void register_fork_handlers(void)
+{
+	int none = 0;
+	if (atomic_compare_exchange_strong(&fork_handlers, &none, 1)) {
+		nl_atfork(atfork_prepare, atfork_parent, atfork_child);
+		atomic_store(&fork_handlers, 2);
+	}
+	while (atomic_load(&fork_handlers) != 2)
+		sched_yield();
+}
+
 /* ---- load and unload ---------------------------------------------------- */
 
 /* Tells descendants that a shim ancestor runs (config.h, NL_ENV_OUTERMOST):
@@ -812,7 +837,10 @@ NL_LOAD_PATH bool nl_runtime_load(void)
 			run_exporter = (uint32_t)pid;
 	}
 	mark_tree();
-	nl_atfork(atfork_prepare, atfork_parent, atfork_child);
+	/* A predecessor's segment, which this image's exit delivers: a fork
+	 * child must not deliver it too. Most often there is none. */
+	if (nl_seg_predecessor_found())
+		register_fork_handlers();
 	nl_runtime_set_starter(start_on_first_record);
 	atomic_store(&nl_recording, true);
 	return true;
