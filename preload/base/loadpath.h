@@ -3,8 +3,9 @@
  *
  * A first touch of a code page is a page fault (the kernel maps the 64 KiB
  * around it), and so is a first write to a page of zeroed data. So the few
- * functions of the load path, spread over several files, go to the start of
- * the text next to the constructor (.text.hot, as NL_FORK_PATH); and the
+ * functions of the load path, spread over several files, go to one section
+ * right after the headers and the read-only data, which the dynamic linker's
+ * first look maps in (cmake/preload_layout.ld; NL_FORK_PATH's too); and the
  * variables they write, with those every exit reads, go to .data, whose
  * page the dynamic linker has written already (it relocates the pointers
  * there), instead of pages of .bss that nothing else would touch. */
