@@ -158,13 +158,11 @@ static void restore(bool set, const char *value)
  * finds it where a dlsym at load would, for a fraction of the cost. */
 extern int Py_BytesMain(int argc, char **argv) __attribute__((weak));
 
-NL_LOAD_PATH void nl_python_setup(void)
+/* Out of line: its 8 KiB of buffers would otherwise move the stack of every
+ * process's constructor onto a page of its own (a fault) before the check
+ * that most processes stop at. */
+NL_LOAD_PATH static __attribute__((noinline)) void setup(bool python, bool inherited)
 {
-	bool python = Py_BytesMain != NULL;
-	bool inherited = nl_env_get(NL_ENV_PYTHON_SAVED) != NULL;
-	if (!python && !inherited)
-		return;   /* not Python, nothing to take back: not one change */
-
 	bool on = true;
 	const char *v = getenv("NEMOLENS_PYTHON");
 	if (v && *v && nl_parse_bool(v, &on) != 0) {
@@ -208,4 +206,12 @@ NL_LOAD_PATH void nl_python_setup(void)
 	free(saved);
 	free(path);
 	free(copy);
+}
+
+NL_LOAD_PATH void nl_python_setup(void)
+{
+	bool python = Py_BytesMain != NULL;
+	bool inherited = nl_env_get(NL_ENV_PYTHON_SAVED) != NULL;
+	if (python || inherited)
+		setup(python, inherited);   /* else not Python, nothing to take back: not one change */
 }
