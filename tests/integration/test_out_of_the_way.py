@@ -235,6 +235,55 @@ class OutOfTheWay(harness.ShimTestCase):
         self.assertEqual(len(maps), 3, "\n".join(maps))
         self.assertEqual(sorted(l.split()[1] for l in maps), ["r--p", "r-xp", "rw-p"], "\n".join(maps))
 
+    def test_the_load_path_and_its_data_follow_the_headers(self):
+        """The load path's code and the read-only data it reads end within the
+        library's first 64 KiB, which the dynamic linker's first look at the
+        headers maps in whole (cmake/preload_layout.ld): reading its
+        configuration costs a process no page fault in the shim."""
+        if SANITIZED:
+            self.skipTest("a sanitizer's instrumentation makes the code several times larger")
+        out = subprocess.run(["readelf", "-SW", os.path.realpath(harness.SO)], capture_output=True, text=True,
+                             check=True).stdout
+        sections = {m[0]: (int(m[1], 16), int(m[2], 16))
+                    for m in re.findall(r"\]\s+(\S+)\s+\S+\s+([0-9a-f]+)\s+[0-9a-f]+\s+([0-9a-f]+)", out)}
+        for name in (".rodata", ".text.nl_load"):
+            self.assertIn(name, sections, out)
+            addr, size = sections[name]
+            self.assertLessEqual(addr + size, 0x10000, f"{name} ends at {addr + size:#x}")
+
+    def test_a_process_that_never_records_faults_in_no_page_of_its_own(self):
+        """/bin/true as a shim process's descendant starts it: its page faults,
+        exec and exit included, are those of the same start with an empty
+        library preloaded, the floor no shim goes below. The shim's load
+        reaches no page of libc's or of its own that the dynamic linker and
+        the program did not touch already (its pid comes from a system call
+        of its own, its fork handlers wait for a first record). Medians of
+        runs interleaved; the address space's random layout moves a count
+        by one now and then."""
+        if SANITIZED:
+            self.skipTest("a sanitizer's runtime is preloaded with the shim")
+        d = harness.new_runtime_dir()
+        empty = os.path.join(d, "empty.so")
+        cc = subprocess.run(["cc", "-shared", "-fPIC", "-x", "c", "-o", empty, "-"], input="int nl_floor;\n",
+                            capture_output=True, text=True)
+        self.assertEqual(cc.returncode, 0, cc.stderr)
+
+        def faults(preload):
+            env = {"PATH": os.environ.get("PATH", ""), "LD_PRELOAD": preload, "XDG_RUNTIME_DIR": d,
+                   "NEMOLENS_OUTERMOST_PID": str(os.getpid())}
+            pid = os.posix_spawn("/bin/true", ["/bin/true"], env)
+            _, status, usage = os.wait4(pid, 0)
+            self.assertEqual(status, 0)
+            return usage.ru_minflt
+
+        floor, shim = [], []
+        for _ in range(21):
+            floor.append(faults(empty))
+            shim.append(faults(harness.SO))
+        print(f"\n  page faults of /bin/true: {statistics.median(floor)} with an empty library preloaded, "
+              f"{statistics.median(shim)} under the shim", file=sys.stderr)
+        self.assertLessEqual(statistics.median(shim) - statistics.median(floor), 1, (floor, shim))
+
     def deliver_through_open_gate(self):
         """The collector answers again: the next shim process delivers what
         the others left (it lives for a few of its export intervals)."""
