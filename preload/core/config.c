@@ -80,7 +80,7 @@ NL_LOAD_PATH int nl_parse_pid(const char *s, long *out)
 }
 
 /* Fractional seconds ("2.5") to milliseconds, for NeMo Gym's *_SECONDS variables. */
-static int parse_seconds_as_ms(const char *s, long *out, long min_ms)
+NL_LOAD_PATH static int parse_seconds_as_ms(const char *s, long *out, long min_ms)
 {
 	char *end;
 	errno = 0;
@@ -96,7 +96,7 @@ static int parse_seconds_as_ms(const char *s, long *out, long min_ms)
 	return 0;
 }
 
-static int hexval(char c)
+NL_LOAD_PATH static int hexval(char c)
 {
 	if (c >= '0' && c <= '9')
 		return c - '0';
@@ -107,7 +107,7 @@ static int hexval(char c)
 }
 
 /* Percent-decodes [s, s+n) with surrounding spaces trimmed. NULL when malformed. */
-static char *decode_part(const char *s, size_t n)
+NL_LOAD_PATH static char *decode_part(const char *s, size_t n)
 {
 	while (n && *s == ' ') {
 		s++;
@@ -141,7 +141,7 @@ static char *decode_part(const char *s, size_t n)
 	return out;
 }
 
-void nl_free_kv_list(struct nl_header *list, size_t n)
+NL_LOAD_PATH void nl_free_kv_list(struct nl_header *list, size_t n)
 {
 	for (size_t i = 0; i < n; i++) {
 		free(list[i].name);
@@ -150,7 +150,7 @@ void nl_free_kv_list(struct nl_header *list, size_t n)
 	}
 }
 
-int nl_parse_kv_list(const char *s, struct nl_header *out, size_t max)
+NL_LOAD_PATH int nl_parse_kv_list(const char *s, struct nl_header *out, size_t max)
 {
 	size_t n = 0;
 	const char *p = s;
@@ -190,13 +190,13 @@ struct env {
 };
 
 /* Empty values count as unset, as the OpenTelemetry specification says. */
-static const char *env_get(const struct env *e, const char *name)
+NL_LOAD_PATH static const char *env_get(const struct env *e, const char *name)
 {
 	const char *v = e->get(name);
 	return v && *v ? v : NULL;
 }
 
-static void invalid(const char *name, const char *value, const char *expect)
+NL_LOAD_PATH static void invalid(const char *name, const char *value, const char *expect)
 {
 	char key[96];
 	snprintf(key, sizeof key, "env.%s", name);
@@ -265,7 +265,7 @@ NL_LOAD_PATH static char *keep_str(struct nl_config *cfg, const char *s)
 }
 
 /* Every string of cfg goes here: those in the store stay. */
-static void drop(struct nl_config *cfg, char *s)
+NL_LOAD_PATH static void drop(struct nl_config *cfg, char *s)
 {
 	uintptr_t p = (uintptr_t)s, store = (uintptr_t)cfg->store;
 	if (p - store >= sizeof cfg->store)
@@ -274,7 +274,7 @@ static void drop(struct nl_config *cfg, char *s)
 
 /* The table of a kv list whose variable is set: on the heap, as its
  * strings are, so that the usual environment costs nothing. */
-static struct nl_header *kv_table(size_t max)
+NL_LOAD_PATH static struct nl_header *kv_table(size_t max)
 {
 	return calloc(max, sizeof(struct nl_header));
 }
@@ -320,7 +320,7 @@ NL_LOAD_PATH static bool is_http_url(const char *s)
 	return starts_nocase(s, "http://") || starts_nocase(s, "https://");
 }
 
-static void load_endpoint(struct nl_config *cfg, const struct env *e)
+NL_LOAD_PATH static void load_endpoint(struct nl_config *cfg, const struct env *e)
 {
 	const char *v = env_get(e, "OTEL_EXPORTER_OTLP_METRICS_ENDPOINT");
 	if (v) {
@@ -347,7 +347,7 @@ static void load_endpoint(struct nl_config *cfg, const struct env *e)
 	cfg->endpoint = keep_str(cfg, DEFAULT_ENDPOINT);
 }
 
-static void load_exporter(struct nl_config *cfg, const struct env *e)
+NL_LOAD_PATH static void load_exporter(struct nl_config *cfg, const struct env *e)
 {
 	static const char *const names[] = { "OTEL_METRICS_EXPORTER", "NEMO_GYM_OTEL_EXPORTER", NULL };
 	for (const char *const *n = names; *n; n++) {
@@ -433,7 +433,7 @@ NL_LOAD_PATH static void load_otlp(struct nl_config *cfg, const struct env *e)
 	}
 }
 
-static void load_log_level(struct nl_config *cfg, const struct env *e)
+NL_LOAD_PATH static void load_log_level(struct nl_config *cfg, const struct env *e)
 {
 	static const char *const names[] = { "none", "error", "warn", "info", "debug" };
 	const char *v = env_get(e, "NEMOLENS_LOG_LEVEL");
@@ -479,7 +479,7 @@ NL_LOAD_PATH static void load_log_output(struct nl_config *cfg, const struct env
 		invalid("NEMOLENS_LOG_PATH", v, "stderr or an absolute path");
 }
 
-static void load_resource(struct nl_config *cfg, const struct env *e)
+NL_LOAD_PATH static void load_resource(struct nl_config *cfg, const struct env *e)
 {
 	const char *v = env_get(e, "OTEL_RESOURCE_ATTRIBUTES");
 	if (v && (cfg->resource = kv_table(NL_MAX_RESOURCE_ATTRS))) {
@@ -500,7 +500,7 @@ static void load_resource(struct nl_config *cfg, const struct env *e)
 }
 
 /* NEMOLENS_HTTP: on (both sides), server, client, or off. */
-static void load_http(struct nl_config *cfg, const struct env *e)
+NL_LOAD_PATH static void load_http(struct nl_config *cfg, const struct env *e)
 {
 	cfg->http_server = cfg->http_client = true;
 	const char *v = env_get(e, "NEMOLENS_HTTP");
@@ -584,7 +584,7 @@ static void load_http(struct nl_config *cfg, const struct env *e)
 }
 
 /* NEMOLENS_ADOPT and the leftovers' age limit (README, "Export"). */
-static void load_adopt(struct nl_config *cfg, const struct env *e)
+NL_LOAD_PATH static void load_adopt(struct nl_config *cfg, const struct env *e)
 {
 	static const char *const modes[] = { "own", "fold", "off" };
 	cfg->adopt = NL_ADOPT_OWN;
