@@ -362,10 +362,10 @@ static void register_instruments(const struct nl_config *cfg)
 	}
 }
 
-NL_LOAD_PATH void nl_memsampler_init(const struct nl_config *cfg)
+/* Out of the load path's pages: only a process with memory profiling on
+ * runs it (nl_memsampler_init). */
+static void init(const struct nl_config *cfg)
 {
-	if (!cfg->memory_profiling)
-		return;
 	self.peak[MEM_RSS] = self.peak[MEM_PSS] = self.host_peak = -1;
 	self.pid = getpid();
 	long ps = sysconf(_SC_PAGESIZE);
@@ -412,6 +412,12 @@ NL_LOAD_PATH void nl_memsampler_init(const struct nl_config *cfg)
 	active = self.is_root || self.is_outermost;
 	nl_debug("memsampler: pid %d root=%d outermost=%d name=%s pss budget %.3f%%", self.pid, self.is_root, self.is_outermost,
 		 cfg->server_name ? cfg->server_name : "", pss_budget * 100);
+}
+
+NL_LOAD_PATH void nl_memsampler_init(const struct nl_config *cfg)
+{
+	if (cfg->memory_profiling)
+		init(cfg);
 }
 
 NL_LOAD_PATH bool nl_memsampler_active(void)
