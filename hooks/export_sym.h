@@ -1,6 +1,10 @@
 #ifndef NL_EXPORT_SYM_H
 #define NL_EXPORT_SYM_H
 /* Interposed libc functions and the public API are the only symbols the .so
- * exports (see preload/exports.map); everything else is hidden. */
-#define NL_EXPORT __attribute__((visibility("default")))
+ * exports (see preload/exports.map); everything else is hidden. The hooks
+ * sit with the load path, where every process has them mapped already
+ * (loadpath.h). */
+#include "loadpath.h"
+
+#define NL_EXPORT __attribute__((visibility("default"))) NL_ENTRY_PATH
 #endif

@@ -13,6 +13,10 @@
 #define NL_LOADPATH_H
 
 #define NL_LOAD_PATH __attribute__((section(".text.hot.nl_load")))
+/* The hooks' entry points and the stubs that find libc's functions at their
+ * first call: nearly every program calls read, write or close, and these
+ * run whether the shim records or not. They go next to the load path. */
+#define NL_ENTRY_PATH __attribute__((section(".text.hot.nl_entry")))
 #define NL_LOAD_STATE __attribute__((section(".data.nl_load")))
 
 /* pthread_atfork() as libc_nonshared.a's wrapper of that name makes it: the

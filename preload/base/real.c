@@ -35,7 +35,7 @@ NL_LOAD_PATH static void *resolve(const char *name)
 
 #define NL_REAL_DEFINE(ret, name, params, args)                                        \
 	NL_REAL_RESOLVER(ret, name)                                                    \
-	static ret first_##name params { return nl_resolve_##name() args; }            \
+	NL_ENTRY_PATH static ret first_##name params { return nl_resolve_##name() args; } \
 	nl_##name##_fn nl_real_##name##_ptr = first_##name;
 NL_REAL_FUNCS(NL_REAL_DEFINE)
 #undef NL_REAL_DEFINE
@@ -44,7 +44,7 @@ NL_REAL_FUNCS_BY_HAND(NL_REAL_RESOLVER)
 
 /* fcntl's third argument is an int or a pointer depending on the command;
  * an unsigned long carries either unchanged on the ABIs glibc supports. */
-static int first_fcntl(int fd, int cmd, ...)
+NL_ENTRY_PATH static int first_fcntl(int fd, int cmd, ...)
 {
 	va_list ap;
 	va_start(ap, cmd);
@@ -54,7 +54,7 @@ static int first_fcntl(int fd, int cmd, ...)
 }
 nl_fcntl_fn nl_real_fcntl_ptr = first_fcntl;
 
-static int first_fcntl64(int fd, int cmd, ...)
+NL_ENTRY_PATH static int first_fcntl64(int fd, int cmd, ...)
 {
 	va_list ap;
 	va_start(ap, cmd);
@@ -66,7 +66,7 @@ nl_fcntl64_fn nl_real_fcntl64_ptr = first_fcntl64;
 
 /* syscall's arguments are six longs whatever the number, as libc's own
  * syscall() takes them: the ones a call does not pass are read and ignored. */
-static long first_syscall(long nr, ...)
+NL_ENTRY_PATH static long first_syscall(long nr, ...)
 {
 	va_list ap;
 	va_start(ap, nr);
@@ -77,7 +77,7 @@ static long first_syscall(long nr, ...)
 }
 nl_syscall_fn nl_real_syscall_ptr = first_syscall;
 
-static void first_closefrom(int fd) { nl_resolve_closefrom()(fd); }
+NL_ENTRY_PATH static void first_closefrom(int fd) { nl_resolve_closefrom()(fd); }
 nl_closefrom_fn nl_real_closefrom_ptr = first_closefrom;
 
 static bool resolved_all;
