@@ -10,10 +10,12 @@
 #include "ssl.h"
 
 _Atomic(struct nl_fd *) nl_fd_chunks[NL_FD_CHUNK_SLOTS];
-_Atomic unsigned nl_fd_watching;
+/* Read by every hook, recording or not: with the load path's state, on a
+ * page the dynamic linker has written already (loadpath.h). */
+NL_LOAD_STATE _Atomic unsigned nl_fd_watching;
 /* One past the highest chunk ever mapped: a fork child resets those only,
  * without reading (and faulting in) the rest of the chunk table. */
-static _Atomic unsigned chunks_top;
+NL_LOAD_STATE static _Atomic unsigned chunks_top;
 
 /* The first fd of a chunk's range: the chunk is mapped (out of line, so
  * that nl_fd_get's usual case needs no stack frame). */
@@ -133,8 +135,12 @@ void nl_fd_start_connecting(struct nl_fd *e, enum nl_fd_http side)
 	atomic_fetch_add(&nl_fd_watching, side && !(old & NL_WATCH_HTTP) ? 2 : 1);
 }
 
-void nl_fd_copy(int oldfd, int newfd)
+NL_ENTRY_PATH void nl_fd_copy(int oldfd, int newfd)
 {
+	/* Nothing tracked yet, nothing to copy or forget: a shell's dup2 does not
+	 * touch the chunk table. */
+	if (!atomic_load_explicit(&chunks_top, memory_order_relaxed))
+		return;
 	/* A duplicate shares the socket but not a pending acquisition, which stays
 	 * with the fd that started it. */
 	uint32_t state = nl_fd_state(oldfd);

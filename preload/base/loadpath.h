@@ -8,7 +8,8 @@
  * first look maps in (cmake/preload_layout.ld; NL_FORK_PATH's too); and the
  * variables they write, with those every exit reads, go to .data, whose
  * page the dynamic linker has written already (it relocates the pointers
- * there), instead of pages of .bss that nothing else would touch. */
+ * there), instead of pages of .bss that nothing else would touch; so do
+ * the few that every hook reads. */
 #ifndef NL_LOADPATH_H
 #define NL_LOADPATH_H
 
