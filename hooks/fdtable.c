@@ -177,7 +177,8 @@ NL_FORK_PATH static void atfork_child(void)
 /* Registered with the first state, not at load: most programs under the
  * shim never open a socket, and the registration would touch a page of
  * libc's code and one of its data that they never need otherwise
- * (loadpath.h). */
+ * (loadpath.h). Like a hook's first call, which finds libc's function
+ * through the dynamic linker, this first one is not async-signal-safe. */
 void nl_fd_settle_forks(void)
 {
 	static _Atomic bool registered;
