@@ -5,6 +5,7 @@
 #include <sys/mman.h>
 
 #include "check.h"
+#include "fork.h"
 #include "forkpath.h"
 #include "loadpath.h"
 #include "ssl.h"
@@ -174,14 +175,10 @@ NL_FORK_PATH static void atfork_child(void)
 	nl_ssl_atfork_child();   /* and so are those over TLS */
 }
 
+static const struct nl_fork_handlers fork_handlers = { .child = atfork_child };
+
 /* Registered with the first state, not at load: most programs under the
- * shim never open a socket, and the registration would touch a page of
- * libc's code and one of its data that they never need otherwise
- * (loadpath.h). Like a hook's first call, which finds libc's function
- * through the dynamic linker, this first one is not async-signal-safe. */
-void nl_fd_settle_forks(void)
-{
-	static _Atomic bool registered;
-	if (!atomic_load_explicit(&registered, memory_order_relaxed) && !atomic_exchange(&registered, true))
-		nl_atfork(NULL, NULL, atfork_child);
-}
+ * shim never open a socket (fork.h). Like a hook's first call, which finds
+ * libc's function through the dynamic linker, this first one is not
+ * async-signal-safe. */
+void nl_fd_settle_forks(void) { nl_fork_register(NL_FORK_FDS, &fork_handlers); }

@@ -20,15 +20,4 @@
 #define NL_ENTRY_PATH __attribute__((section(".text.hot.nl_entry")))
 #define NL_LOAD_STATE __attribute__((section(".data.nl_load")))
 
-/* pthread_atfork() as libc_nonshared.a's wrapper of that name makes it: the
- * registration libc exports (LSB's __register_atfork), for this object. The
- * wrapper would be linked at the very end of the shim's text, on a page that
- * nothing but this call at load touches. */
-int __register_atfork(void (*prepare)(void), void (*parent)(void), void (*child)(void), void *dso);
-extern void *__dso_handle __attribute__((visibility("hidden")));
-static inline int nl_atfork(void (*prepare)(void), void (*parent)(void), void (*child)(void))
-{
-	return __register_atfork(prepare, parent, child, __dso_handle);
-}
-
 #endif

@@ -11,6 +11,7 @@
 #include "check.h"
 
 #include "dest.h"
+#include "fork.h"
 #include "h1.h"
 #include "instruments.h"
 #include "loadpath.h"
@@ -194,11 +195,11 @@ static __attribute__((noinline)) void routes_prepare(void)
 	sigfillset(&all);
 	pthread_sigmask(SIG_BLOCK, &all, &old);
 	int expected = ROUTES_NONE;
-	/* Once per process: a fork child of a thread making them finds them
-	 * half made, and makes them again (routes_atfork_child). */
-	static _Atomic bool atfork_registered;
-	if (atomic_load(&routes_state) == ROUTES_NONE && !atomic_exchange(&atfork_registered, true))
-		nl_atfork(NULL, NULL, routes_atfork_child);
+	/* A fork child of a thread making them finds them half made, and
+	 * makes them again (routes_atfork_child). */
+	static const struct nl_fork_handlers fork_handlers = { .child = routes_atfork_child };
+	if (atomic_load(&routes_state) == ROUTES_NONE)
+		nl_fork_register(NL_FORK_ROUTES, &fork_handlers);
 	if (!atomic_compare_exchange_strong(&routes_state, &expected, ROUTES_MAKING)) {
 		pthread_sigmask(SIG_SETMASK, &old, NULL);
 		while (atomic_load(&routes_state) != ROUTES_READY)

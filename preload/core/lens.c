@@ -25,6 +25,7 @@
 #include <string.h>
 
 #include "config.h"
+#include "fork.h"
 #include "instruments.h"
 #include "loadpath.h"
 #include "registry.h"
@@ -76,7 +77,6 @@ struct nemolens_meter {
 };
 
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
-static pthread_once_t once = PTHREAD_ONCE_INIT;
 static struct nemolens_meter *meters;   /* under lock */
 static size_t n_meters;
 static _Atomic(struct nemolens_meter *) default_meter;
@@ -132,24 +132,44 @@ static void series_unref(struct nl_series *s, enum nl_inst_id id)
 
 /* ---- fork --------------------------------------------------------------- */
 
-static void atfork_prepare(void) { pthread_mutex_lock(&lock); }
-static void atfork_parent(void) { pthread_mutex_unlock(&lock); }
+static bool held_for_fork;   /* atfork_prepare took `lock` */
+
+static void atfork_prepare(void)
+{
+	pthread_mutex_lock(&lock);
+	held_for_fork = true;
+}
+
+static void atfork_parent(void)
+{
+	if (!held_for_fork)
+		return;
+	held_for_fork = false;
+	pthread_mutex_unlock(&lock);
+}
+
 static void atfork_child(void)
 {
-	pthread_mutex_unlock(&lock);   /* taken by the prepare handler */
+	if (held_for_fork) {
+		held_for_fork = false;
+		pthread_mutex_unlock(&lock);
+	} else {
+		/* Registered while this fork was under way: a thread this child
+		 * does not have may have held it. */
+		pthread_mutex_init(&lock, NULL);
+	}
 	/* Record calls of threads that do not exist in the child never finish. */
 	for (struct nemolens_meter *m = meters; m; m = m->next)
 		atomic_store(&m->active, 0);
 }
 
-/* Registered lazily, after the runtime's constructor registered its own
- * handlers: prepare handlers run in reverse order, so `lock` is taken before
- * the registry's lock, the same order as in series creation. */
-static void register_atfork(void) { nl_atfork(atfork_prepare, atfork_parent, atfork_child); }
+/* `lock` is held while series are made in the registry: it comes before the
+ * registry's lock in the fork order (fork.h). */
+static const struct nl_fork_handlers fork_handlers = { atfork_prepare, atfork_parent, atfork_child };
 
 static void lock_lens(void)
 {
-	pthread_once(&once, register_atfork);
+	nl_fork_register(NL_FORK_LENS, &fork_handlers);
 	pthread_mutex_lock(&lock);
 }
 

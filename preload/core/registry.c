@@ -6,8 +6,10 @@
 #include <string.h>
 
 #include "check.h"
+#include "fork.h"
 #include "forkpath.h"
 #include "loadpath.h"
+#include "state.h"
 
 /* Instruments and series are only ever added, never removed while the process
  * runs, so readers walk the lists without locks; `create_lock` only orders
@@ -17,10 +19,12 @@ static pthread_mutex_t create_lock = PTHREAD_MUTEX_INITIALIZER;
 /* Threads that hold or wait for create_lock: a fork child reads it to know
  * whether one might have held it at the fork, when the fork did not. */
 static _Atomic unsigned creators;
-static bool held_for_fork;              /* nl_registry_atfork_prepare took create_lock */
+static bool held_for_fork;              /* atfork_prepare took create_lock */
+static const struct nl_fork_handlers fork_handlers;
 
 static void create_begin(void)
 {
+	nl_fork_register(NL_FORK_REGISTRY, &fork_handlers);
 	atomic_fetch_add(&creators, 1);
 	pthread_mutex_lock(&create_lock);
 }
@@ -415,15 +419,16 @@ void nl_hist_record(struct nl_instrument *inst, struct nl_series *s, double v)
 
 /* ---- fork --------------------------------------------------------------- */
 
-void nl_registry_atfork_prepare(bool hold)
+/* A child must never find a series half made: the lock is held across a
+ * fork, once the registry has been written to at all (that is when this is
+ * registered). */
+static void atfork_prepare(void)
 {
-	if (!hold && !atomic_load(&creators))
-		return;
 	pthread_mutex_lock(&create_lock);
 	held_for_fork = true;
 }
 
-void nl_registry_atfork_parent(void)
+static void atfork_parent(void)
 {
 	if (!held_for_fork)
 		return;
@@ -431,17 +436,25 @@ void nl_registry_atfork_parent(void)
 	pthread_mutex_unlock(&create_lock);
 }
 
-NL_FORK_PATH bool nl_registry_atfork_child(void)
+NL_FORK_PATH static void atfork_child(void)
 {
 	if (held_for_fork) {
 		held_for_fork = false;
 		pthread_mutex_unlock(&create_lock);
-		return true;
+		return;
 	}
-	/* Someone began creating after the prepare handler looked: a series
-	 * may be half made, in a thread this child does not have. */
-	return !atomic_load(&creators);
+	/* Registered while the fork was under way, by a thread about to
+	 * create: if it began, a series may be half made by a thread this child
+	 * does not have. The child records nothing then (fail open; an image
+	 * it execs records again). */
+	pthread_mutex_init(&create_lock, NULL);
+	if (atomic_load(&creators)) {
+		atomic_store(&creators, 0);
+		atomic_store(&nl_recording, false);
+	}
 }
+
+static const struct nl_fork_handlers fork_handlers = { atfork_prepare, atfork_parent, atfork_child };
 
 void nl_registry_forget_parent(void)
 {

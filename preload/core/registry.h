@@ -66,16 +66,6 @@ size_t nl_inst_bucket(const struct nl_instrument *inst, double v);
 void nl_registry_set_cardinality_limit(size_t limit);
 /* Fork child: all values back to zero (counters belong to the new process). */
 void nl_registry_reset_values(void);
-/* The fork handlers hold the registry's lock across a fork, so that a
- * child never finds a series half made: when hold is true (the process
- * records), or a thread creates one at the moment. Otherwise neither the
- * parent nor the child writes a page of the registry for the fork. The
- * child's handler returns false when a thread of the parent began creating
- * after the prepare handler looked: the registry cannot be trusted then,
- * and the child must not record. */
-void nl_registry_atfork_prepare(bool hold);
-void nl_registry_atfork_parent(void);
-bool nl_registry_atfork_child(void);
 /* A fork child, single-threaded, before it records anything: the values
  * and the segment become the child's own (nl_seg_atfork_child). Called by
  * the lifecycle in the fork handler when the parent had recorded, else at

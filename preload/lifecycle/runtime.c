@@ -31,6 +31,7 @@
 #include "connmetrics.h"
 #include "dest.h"
 #include "env.h"
+#include "fork.h"
 #include "forkpath.h"
 #include "adopt.h"
 #include "export.h"
@@ -653,8 +654,7 @@ static bool held_for_fork;   /* atfork_prepare took `lock` */
 static void atfork_prepare(void)
 {
 	nl_real_init();   /* the child inherits them resolved (real.h) */
-	bool active = lifecycle_began();
-	if (active) {
+	if (lifecycle_began()) {
 		pthread_mutex_lock(&lock);
 		held_for_fork = true;
 		/* A thread created a moment ago still setting itself up (its
@@ -680,12 +680,10 @@ static void atfork_prepare(void)
 	 * microseconds at most; an export waiting on the collector holds none.
 	 * Nothing while the export module was never opened. */
 	nl_transport_fork_prepare();
-	nl_registry_atfork_prepare(active);
 }
 
 static void atfork_parent(void)
 {
-	nl_registry_atfork_parent();
 	nl_transport_fork_parent();
 	if (held_for_fork) {
 		held_for_fork = false;
@@ -735,11 +733,6 @@ static void forget_parent(bool recorded)
 
 NL_FORK_PATH static void atfork_child(void)
 {
-	/* A thread of the parent began creating a series after the prepare
-	 * handler looked: the registry may be half made. This child records
-	 * nothing then (fail open; its exec'd image records again). */
-	if (!nl_registry_atfork_child())
-		atomic_store(&nl_recording, false);
 	nl_transport_fork_child();
 	bool held = held_for_fork;
 	if (held) {
@@ -760,25 +753,11 @@ NL_FORK_PATH static void atfork_child(void)
 	atomic_store(&kick_taken, false);
 }
 
-/* Registered when the lifecycle begins, not at load: a process that never
- * records has nothing of the shim's for a fork to take care of, and the
- * registration would touch a page of libc's code and one of its data that
- * such a process (a shell's /bin/true) never needs otherwise (loadpath.h).
- * Once per process image: a fork child keeps its parent's handlers. Called
- * with signals blocked, so the wait for another thread's registration
- * cannot be a signal handler waiting for the code it interrupted. */
-static _Atomic int fork_handlers;   /* 0 none, 1 being registered, 2 registered */
+static const struct nl_fork_handlers fork_handlers = { atfork_prepare, atfork_parent, atfork_child };
 
-static void register_fork_handlers(void)
-{
-	int none = 0;
-	if (atomic_compare_exchange_strong(&fork_handlers, &none, 1)) {
-		nl_atfork(atfork_prepare, atfork_parent, atfork_child);
-		atomic_store(&fork_handlers, 2);
-	}
-	while (atomic_load(&fork_handlers) != 2)
-		sched_yield();
-}
+/* Registered when the lifecycle begins, not at load: a process that never
+ * records has nothing of the shim's for a fork to take care of (fork.h). */
+static void register_fork_handlers(void) { nl_fork_register(NL_FORK_RUNTIME, &fork_handlers); }
 
 /* ---- load and unload ---------------------------------------------------- */
 
