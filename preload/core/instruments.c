@@ -7,6 +7,18 @@ const double nl_genai_duration_s_bounds[14] = { 0.01, 0.02, 0.04, 0.08, 0.16, 0.
 					    1.28, 2.56, 5.12, 10.24, 20.48, 40.96, 81.92 };
 const double nl_token_bounds[14] = { 1,	4,	 16,	  64,	    256,      1024,	4096,
 				       16384, 65536, 262144, 1048576, 4194304, 16777216, 67108864 };
+/* The GenAI conventions' advice for time to first token (and first chunk)
+ * and for time per output token. */
+const double nl_genai_ttft_s_bounds[16] = { 0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1,
+					    0.25,  0.5,	  0.75, 1.0,  2.5,  5.0,  7.5,	10.0 };
+const double nl_genai_tpot_s_bounds[13] = { 0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2,
+					    0.3,  0.4,	 0.5,  0.75,  1.0, 2.5 };
+/* NeMo Gym's model-call boundaries. */
+const double nl_gym_model_call_ms_bounds[13] = { 100,	250,   500,    1000,   2000,   5000,   10000,
+						 30000, 60000, 120000, 300000, 600000, 1800000 };
+const double nl_gym_ttft_ms_bounds[12] = { 50, 100, 250, 500, 1000, 2000, 5000, 10000, 30000, 60000, 120000, 300000 };
+const double nl_gym_tokens_bounds[12] = { 16,	  64,	 256,	 1024,	 4096,	 16384,
+					  32768, 65536, 131072, 262144, 524288, 1048576 };
 /* NeMo Lens's GYM_DURATION_BOUNDARIES_MS. */
 const double nl_gym_ms_bounds[15] = { 100,	250,	500,	1000,	 2500,	  5000,	   10000,  30000,
 					60000, 120000, 300000, 600000, 1200000, 1800000, 3600000 };
@@ -35,6 +47,7 @@ const struct nl_inst_def nl_inst_defs[NL_N_INST] = {
 	[NL_I_QUEUE_MS] = { "gym.http.connection_pool.queue_duration_ms", "ms",
 			    "Time a connection acquisition waited until it was established or abandoned", NL_HISTOGRAM,
 			    nl_queue_ms_bounds, 17, true },
+	/* The C API's, and model calls read from the bytes (genaimetrics.c). */
 	[NL_I_REQUEST_DURATION] = HIST("gen_ai.server.request.duration", "s", "GenAI server request duration.",
 				    nl_genai_duration_s_bounds),
 	[NL_I_TOKEN_USAGE] = HIST("gen_ai.client.token.usage", "{token}", "Number of input and output tokens used.",
@@ -75,6 +88,26 @@ const struct nl_inst_def nl_inst_defs[NL_N_INST] = {
 					    NL_HISTOGRAM, nl_otel_default_bounds, 15, true },
 	[NL_I_GYM_SUCCESS_RATE] = { "gym.verify.success_rate", "", "Fraction of successful verifications.", NL_GAUGE,
 				  NULL, 0, true },
+	[NL_I_GENAI_CLIENT_DURATION] = SHARED_HIST("gen_ai.client.operation.duration", "s",
+						  "GenAI operation duration.", nl_genai_duration_s_bounds),
+	[NL_I_GENAI_CLIENT_TTFC] = SHARED_HIST("gen_ai.client.operation.time_to_first_chunk", "s",
+					      "Time to receive the first chunk of a streamed response.",
+					      nl_genai_ttft_s_bounds),
+	[NL_I_GENAI_SERVER_TTFT] = SHARED_HIST("gen_ai.server.time_to_first_token", "s",
+					      "Time to generate first token for successful responses.",
+					      nl_genai_ttft_s_bounds),
+	[NL_I_GENAI_SERVER_TPOT] = SHARED_HIST("gen_ai.server.time_per_output_token", "s",
+					      "Time per output token generated after the first token for successful responses.",
+					      nl_genai_tpot_s_bounds),
+	[NL_I_GYM_MODEL_CALL_MS] = SHARED_HIST("gym.model_call.duration_ms", "ms", "Model call duration in milliseconds.",
+					      nl_gym_model_call_ms_bounds),
+	[NL_I_GYM_MODEL_CALL_TTFT_MS] = SHARED_HIST("gym.model_call.ttft_ms", "ms",
+						   "Time to the first response body chunk of a streamed model call.",
+						   nl_gym_ttft_ms_bounds),
+	[NL_I_GYM_MODEL_CALL_TOKENS] = SHARED_HIST("gym.model_call.tokens", "{token}", "Tokens of a model call by type.",
+						  nl_gym_tokens_bounds),
+	[NL_I_GYM_MODEL_CALL_FINISH] = { "gym.model_call.finish_total", "{call}", "Model calls by finish reason.",
+					 NL_COUNTER, NULL, 0, true },
 	/* Same name, unit and kind as the memory sampler's registration. */
 	[NL_I_GYM_SERVERS_ACTIVE] = { "gym.servers.active", "", "Number of active Gym servers.", NL_GAUGE_INT, NULL, 0,
 				   true },
