@@ -206,22 +206,30 @@ static inline void pack(const struct key *k, uint64_t *k0, uint64_t *k1)
 	*k1 = (uint64_t)(uint16_t)k->host | (uint64_t)(uint16_t)k->dest << 16 | (uint64_t)k->port << 32;
 }
 
-static const char *op_text(unsigned op)
+/* A key's op: the operation name's index, with the provider's bit (4: the
+ * Anthropic format): chat completions, the Responses API and messages are
+ * all "chat", and must share their series where their attributes agree. */
+enum { OPN_CHAT, OPN_TEXT_COMPLETION, OPN_EMBEDDINGS, OPN_ANTHROPIC = 4 };
+
+static unsigned key_op(unsigned op)
 {
-	switch (op) {
-	case NL_GENAI_OP_COMPLETIONS:
-		return "text_completion";
-	case NL_GENAI_OP_EMBEDDINGS:
-		return "embeddings";
-	}
-	return "chat";
+	unsigned k = op == NL_GENAI_OP_COMPLETIONS ? OPN_TEXT_COMPLETION
+		     : op == NL_GENAI_OP_EMBEDDINGS ? OPN_EMBEDDINGS
+						     : OPN_CHAT;
+	return op == NL_GENAI_OP_MESSAGES && !provider_override ? k | OPN_ANTHROPIC : k;
 }
 
-static const char *provider_text(unsigned op)
+static const char *op_text(unsigned kop)
+{
+	static const char *const names[] = { "chat", "text_completion", "embeddings", "chat" };
+	return names[kop & 3];
+}
+
+static const char *provider_text(unsigned kop)
 {
 	if (provider_override)
 		return provider_override;
-	return op == NL_GENAI_OP_MESSAGES ? "anthropic" : "openai";
+	return kop & OPN_ANTHROPIC ? "anthropic" : "openai";
 }
 
 static const char *name_text(const struct names *t, unsigned id)
@@ -389,10 +397,10 @@ void nl_genai_record(const struct nl_genai_call *x)
 		return;
 	const struct nl_genai_result *resp = x->resp, *req = x->req;
 	struct key k = {
-		.op = x->op,
+		.op = (uint8_t)key_op(x->op),
 		.client = x->client,
 		.token = TOK_NONE,
-		.dialect = (uint8_t)dialect_of(x->op),
+		.dialect = 0,   /* (Gym's alone: the GenAI set's series are by its attributes) */
 		.outcome = O_NONE,
 		.req_model = (uint8_t)(req ? intern(&models, req->model.text, req->model.len) : NAME_NONE),
 		.resp_model = (uint8_t)intern(&models, resp->model.text, resp->model.len),
@@ -437,7 +445,7 @@ void nl_genai_record(const struct nl_genai_call *x)
 	unsigned outcome = outcome_of(x->status, resp);
 	if (outcome == O_NONE)
 		return;
-	struct key g = { .dialect = k.dialect, .token = TOK_NONE, .req_model = NAME_NONE, .resp_model = NAME_NONE,
+	struct key g = { .dialect = (uint8_t)dialect_of(x->op), .token = TOK_NONE, .req_model = NAME_NONE, .resp_model = NAME_NONE,
 			 .error = NAME_NONE, .finish = NAME_NONE, .host = -1 };
 	g.outcome = (uint8_t)outcome;
 	hist(&g, W_GYM_DURATION, (double)x->duration_ns / 1e6);
