@@ -17,17 +17,22 @@ follow from the requests, so this test knows every figure:
 - NeMo Gym's gym.model_call.*: duration per (dialect, outcome), tokens per
   (dialect, type) with reasoning tokens, finish_total per (dialect, reason),
   ttft_ms per dialect for event streams; nemo.gym.server.name the server's.
+
+All of it once over plain HTTP and once over HTTPS (uvicorn with a
+certificate made for the run; OpenSSL's plaintext on both sides).
 """
 import json
 import os
 import subprocess
 import sys
+import tempfile
 import time
 import unittest
 
 sys.path.insert(0, os.path.dirname(__file__))
 from otlp_sink import Sink  # noqa: E402
 from http_apps import httpcheck as hc  # noqa: E402
+from http_apps import tlsapps  # noqa: E402
 
 PY = "/usr/bin/python3"
 FIRST_DELAY = 0.3
@@ -39,22 +44,32 @@ def sums(reqs, name, *keys):
 
 
 class ModelCalls(unittest.TestCase):
+    TLS = False
+
     @classmethod
     def setUpClass(cls):
         cls.sink = Sink()
         cls.addClassCleanup(cls.sink.close)
-        env = hc.shim_env(cls.sink.url, OTEL_SERVICE_NAME=SERVER, STANDIN_FIRST_DELAY=str(FIRST_DELAY))
+        tls_env, curl_tls, client_env = {}, [], {}
+        if cls.TLS:
+            d = tempfile.TemporaryDirectory()
+            cls.addClassCleanup(d.cleanup)
+            cert, key = tlsapps.make_cert(d.name)
+            tls_env = {"STANDIN_CERT": cert, "STANDIN_KEY": key}
+            curl_tls = ["--cacert", cert]
+            client_env = {"GENAI_CAFILE": cert}
+        env = hc.shim_env(cls.sink.url, OTEL_SERVICE_NAME=SERVER, STANDIN_FIRST_DELAY=str(FIRST_DELAY), **tls_env)
         cls.server = hc.App([PY, hc.app_path("vllm_standin.py")], env, "vllm-standin")
         cls.addClassCleanup(cls.server.cleanup)
-        base = f"http://127.0.0.1:{cls.server.info['port']}"
+        base = f"{'https' if cls.TLS else 'http'}://127.0.0.1:{cls.server.info['port']}"
         out = subprocess.run([PY, hc.app_path("genai_client.py"), base], env=hc.shim_env(cls.sink.url,
-                             OTEL_SERVICE_NAME=CLIENT), capture_output=True, text=True, timeout=120)
+                             OTEL_SERVICE_NAME=CLIENT, **client_env), capture_output=True, text=True, timeout=120)
         assert out.returncode == 0, out.stderr[-3000:]
         cls.client = json.loads(out.stdout.strip().splitlines()[-1])
         body = json.dumps({"model": "policy-c", "messages": [{"role": "user", "content": "curl"}], "max_tokens": 2})
-        subprocess.run(["curl", "-sS", "-o", "/dev/null", "-H", "Content-Type: application/json", "-d", body,
-                        base + "/v1/chat/completions"], env=hc.shim_env(cls.sink.url, OTEL_SERVICE_NAME=CURL),
-                       check=True, timeout=60)
+        subprocess.run(["curl", "-sS", "--http1.1", "-o", "/dev/null", "-H", "Content-Type: application/json", "-d",
+                        body, *curl_tls, base + "/v1/chat/completions"],
+                       env=hc.shim_env(cls.sink.url, OTEL_SERVICE_NAME=CURL), check=True, timeout=60)
         time.sleep(0.5)     # the walked-away stream's end on the server
         cls.server.stop()
         reqs = hc.all_requests(cls.sink)
@@ -145,6 +160,10 @@ class ModelCalls(unittest.TestCase):
         # Responses sends response.created at once: its first body chunk comes before the delay.
         self.assertGreaterEqual(got[("chat",)].min, FIRST_DELAY * 1000 - 2)
         self.assertLess(got[("responses",)].max, FIRST_DELAY * 1000)
+
+
+class ModelCallsOverTLS(ModelCalls):
+    TLS = True
 
 
 if __name__ == "__main__":

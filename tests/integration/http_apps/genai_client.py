@@ -3,9 +3,12 @@ NeMo Gym's model server calls vLLM), then httpx streaming (as the openai SDK
 does), against the stand-in at argv[1] (base URL). Prints one JSON line:
 its own time to the first content line of each stream that completed, and
 how long each stream took, for the test to compare with the shim's.
+Over HTTPS, GENAI_CAFILE names the server's certificate.
 """
 import asyncio
 import json
+import os
+import ssl
 import sys
 import time
 
@@ -13,6 +16,8 @@ import aiohttp
 import httpx
 
 BASE = sys.argv[1]
+CAFILE = os.environ.get("GENAI_CAFILE")
+TLS = ssl.create_default_context(cafile=CAFILE) if CAFILE else None
 
 
 def chat(model, text, n, **kw):
@@ -40,7 +45,7 @@ STREAM = [
 async def non_streaming():
     async with aiohttp.ClientSession() as s:
         for path, body in NON_STREAM:
-            async with s.post(BASE + path, json=body) as r:
+            async with s.post(BASE + path, json=body, ssl=TLS if TLS else None) as r:
                 await r.read()
 
 
@@ -57,7 +62,7 @@ def first_content(path, line):
 
 def streaming():
     ttfc, total = [], []
-    with httpx.Client(timeout=30) as c:
+    with httpx.Client(timeout=30, verify=TLS if TLS else True) as c:
         for path, body in STREAM:
             t0 = time.monotonic()
             first = None
@@ -72,7 +77,7 @@ def streaming():
             for _ in r.iter_lines():
                 pass
     # A client that walks away mid-stream: its own connection, closed after the first lines.
-    with httpx.Client(timeout=30) as c:
+    with httpx.Client(timeout=30, verify=TLS if TLS else True) as c:
         with c.stream("POST", BASE + "/v1/chat/completions", json=chat("policy-b", "bye", 40, stream=True)) as r:
             for i, _ in enumerate(r.iter_lines()):
                 if i == 3:

@@ -7,7 +7,8 @@ length in characters of the prompt text, output is max_tokens; /v1/messages
 adds 3 cache-read and 4 cache-creation input tokens; chat bodies report 2
 reasoning tokens. Streams wait FIRST_DELAY before their first content.
 Model "missing" answers 404; model "explode" streams an error event in a
-200. Prints {"port": N} when it listens.
+200. Prints {"port": N} when it listens; over HTTPS with STANDIN_CERT and
+STANDIN_KEY (PEM files).
 """
 import asyncio
 import json
@@ -141,7 +142,8 @@ if __name__ == "__main__":
     sock = socket.socket()
     sock.bind(("127.0.0.1", 0))
     print(json.dumps({"port": sock.getsockname()[1]}), flush=True)
-    config = uvicorn.Config(app, log_level="warning", access_log=False, lifespan="off")
+    config = uvicorn.Config(app, log_level="warning", access_log=False, lifespan="off",
+                            ssl_certfile=os.environ.get("STANDIN_CERT"), ssl_keyfile=os.environ.get("STANDIN_KEY"))
     server = uvicorn.Server(config)
     server.run(sockets=[sock])
     sys.exit(0)
