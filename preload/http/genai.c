@@ -119,8 +119,10 @@ static const struct key delta_keys[] = { K("stop_reason", T_FINISH) };
 
 static uint8_t find_key(const struct key *k, size_t nk, const char *s, size_t n)
 {
+	if (n < 4 || n > 27)
+		return T_SKIP;  /* (every key taken has 4 to 27 bytes) */
 	for (size_t i = 0; i < nk; i++)
-		if (k[i].len == n && memcmp(k[i].name, s, n) == 0)
+		if (k[i].len == n && k[i].name[0] == s[0] && memcmp(k[i].name, s, n) == 0)
 			return k[i].target;
 	return T_SKIP;
 }
@@ -456,6 +458,88 @@ static inline const uint8_t *find_special(const uint8_t *p, const uint8_t *e, bo
 	return e;
 }
 
+/* Inside a container that is not taken (J_SKIP, J_SKIPIN): its bytes up to
+ * its end, or all of [p, e). Returns past what it took; j->mode is J_AFTER
+ * once the container closed. Sixteen bytes at a time: the masks of quotes,
+ * backslashes and brackets once per block, then only their bits, by
+ * whether they fall inside a string or not. */
+static const uint8_t *skip_container(struct nl_genai_json *j, const uint8_t *p, const uint8_t *e)
+{
+	bool in_str = j->mode == J_SKIPIN;
+	uint32_t depth = j->skip;
+	if (j->esc) {
+		j->esc = false;
+		p++;            /* the escaped byte (p < e: the caller has bytes) */
+	}
+#ifdef GENAI_SSE2
+	const __m128i q = _mm_set1_epi8('"'), bs = _mm_set1_epi8('\\'), b5 = _mm_set1_epi8(0x20),
+		      ob = _mm_set1_epi8('{'), cb = _mm_set1_epi8('}');
+	while (e - p >= 16) {
+		__m128i v = _mm_loadu_si128((const __m128i *)(const void *)p);
+		__m128i w = _mm_or_si128(v, b5);
+		unsigned mq = (unsigned)_mm_movemask_epi8(_mm_cmpeq_epi8(v, q));
+		unsigned str_m = mq | (unsigned)_mm_movemask_epi8(_mm_cmpeq_epi8(v, bs));
+		unsigned out_m = mq | (unsigned)_mm_movemask_epi8(_mm_or_si128(_mm_cmpeq_epi8(w, ob), _mm_cmpeq_epi8(w, cb)));
+		unsigned from = 0;
+		for (;;) {
+			unsigned m = (in_str ? str_m : out_m) >> from;
+			if (!m)
+				break;
+			unsigned i = from + (unsigned)__builtin_ctz(m);
+			uint8_t c = p[i];
+			from = i + 1;
+			if (in_str) {
+				if (c == '\\') {
+					from = i + 2;   /* past the escaped byte, maybe in the next block */
+					if (from > 16)
+						break;
+				} else {
+					in_str = false;
+				}
+			} else if (c == '"') {
+				in_str = true;
+			} else if ((c | 0x20) == '{') {
+				depth++;
+			} else if (--depth == 0) {
+				j->skip = 0;
+				j->mode = J_AFTER;
+				return p + i + 1;
+			}
+		}
+		if (from == 17 && e - p == 16) {
+			j->esc = true;  /* the escaped byte comes with the next call */
+			p = e;
+			break;
+		}
+		p += from > 16 ? from : 16;
+	}
+#endif
+	for (; p < e; p++) {
+		uint8_t c = *p;
+		if (in_str) {
+			if (c == '\\') {
+				if (++p == e) {
+					j->esc = true;
+					break;
+				}
+			} else if (c == '"') {
+				in_str = false;
+			}
+		} else if (c == '"') {
+			in_str = true;
+		} else if ((c | 0x20) == '{') {
+			depth++;
+		} else if ((c | 0x20) == '}' && --depth == 0) {
+			j->skip = 0;
+			j->mode = J_AFTER;
+			return p + 1;
+		}
+	}
+	j->skip = depth;
+	j->mode = in_str ? J_SKIPIN : J_SKIP;
+	return e;
+}
+
 /* JSON bytes [p, e). */
 static void json_feed(struct run *r, const uint8_t *p, const uint8_t *e)
 {
@@ -489,6 +573,13 @@ static void json_feed(struct run *r, const uint8_t *p, const uint8_t *e)
 			}
 			const uint8_t *q = find_special(p, e, false);
 			size_t n = (size_t)(q - p);
+			if (q < e && *q == '"' && !j->key_len && !j->bad) {
+				/* The whole key in this call, the usual case: read where it is. */
+				j->target = key_target(j->stack[j->depth - 1], (const char *)p, n);
+				j->mode = J_COLON;
+				p = q + 1;
+				break;
+			}
 			if (!j->bad) {
 				if (n > sizeof j->key - j->key_len)
 					j->bad = true;
@@ -515,9 +606,11 @@ static void json_feed(struct run *r, const uint8_t *p, const uint8_t *e)
 		case J_AFTER:
 			after(r, *p++);
 			break;
+		case J_SKIPIN:
+			p = skip_container(j, p, e);
+			break;
 		case J_STR:
-		case J_SKIPSTR:
-		case J_SKIPIN: {
+		case J_SKIPSTR: {
 			if (j->esc) {
 				j->esc = false;
 				p++;
@@ -539,15 +632,11 @@ static void json_feed(struct run *r, const uint8_t *p, const uint8_t *e)
 				j->esc = true;
 				break;
 			}
-			if (j->mode == J_SKIPIN) {
-				j->mode = J_SKIP;
-			} else {
-				if (j->mode == J_STR && !j->bad)
-					take_string(r, j->target, j->cap.text, j->cap.len, j->cap.truncated);
-				else if (j->target == T_ERROR)
-					j->doc_error = true;
-				j->mode = J_AFTER;
-			}
+			if (j->mode == J_STR && !j->bad)
+				take_string(r, j->target, j->cap.text, j->cap.len, j->cap.truncated);
+			else if (j->target == T_ERROR)
+				j->doc_error = true;
+			j->mode = J_AFTER;
 			break;
 		}
 		case J_NUM:
@@ -572,31 +661,14 @@ static void json_feed(struct run *r, const uint8_t *p, const uint8_t *e)
 			p++;
 			break;
 		case J_SKIPLIT:
-			b = *p;
-			if (b == ',' || b == '}' || b == ']' || is_ws(b)) {
+			while (p < e && *p != ',' && *p != '}' && *p != ']' && !is_ws(*p))
+				p++;
+			if (p < e)
 				j->mode = J_AFTER;
-				break;
-			}
-			p++;
 			break;
-		case J_SKIP: {
-			const uint8_t *q = find_special(p, e, true);
-			p = q;
-			if (p == e)
-				break;
-			b = *p++;
-			if (b == '"') {
-				j->esc = false;
-				j->mode = J_SKIPIN;
-			} else if (b == '{' || b == '[') {
-				j->skip++;
-			} else if (b == '}' || b == ']') {
-				if (--j->skip == 0)
-					j->mode = J_AFTER;
-			}
-			/* a backslash outside a string: malformed, passed over */
+		case J_SKIP:
+			p = skip_container(j, p, e);
 			break;
-		}
 		case J_DONE:
 			b = *p++;
 			if (b != (uint8_t)"[DONE]"[j->lit]) {
