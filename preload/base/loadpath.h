@@ -19,6 +19,10 @@
  * run whether the shim records or not. They go next to the load path. */
 #define NL_ENTRY_PATH __attribute__((section(".text.hot.nl_entry")))
 #define NL_LOAD_STATE __attribute__((section(".data.nl_load")))
+/* Read-only tables that no process reads before it records: placed after
+ * the code (cmake/preload_layout.ld), so that they do not push the load
+ * path out of the pages the dynamic linker's first look maps. */
+#define NL_COLD_RODATA __attribute__((section(".nl_cold_ro")))
 
 /* pthread_atfork() as libc_nonshared.a's wrapper of that name makes it: the
  * registration libc exports (LSB's __register_atfork), for this object. The

@@ -28,14 +28,14 @@ struct rule {
 	uint8_t len;
 	uint8_t op;
 };
-NL_LOAD_STATE static struct rule rules[RULES_MAX];
+static struct rule rules[RULES_MAX];   /* (written only when the variable is set: not load state) */
 NL_LOAD_STATE static unsigned n_rules;
 
 /* The operations a rule may name, by what they are called in the rules. */
 static const struct {
-	const char *name;
+	char name[16];
 	uint8_t op;
-} op_names[] = {
+} op_names[] NL_COLD_RODATA = {
 	{ "chat", NL_GENAI_OP_CHAT },
 	{ "text_completion", NL_GENAI_OP_COMPLETIONS },
 	{ "responses", NL_GENAI_OP_RESPONSES },
@@ -45,7 +45,7 @@ static const struct {
 
 /* "suffix=operation,…": a request path that ends with suffix is a call of
  * that operation, before the built-in paths. Bad entries are skipped. */
-NL_LOAD_PATH static void parse_rules(const char *v)
+static void parse_rules(const char *v)
 {
 	while (v && *v) {
 		size_t n = strcspn(v, ",");
@@ -101,9 +101,9 @@ struct names {
 #define WORDS 32
 static struct slot model_slots[2 * MODELS], finish_slots[2 * WORDS], error_slots[2 * WORDS];
 static const char *model_text[MODELS], *finish_text[WORDS], *error_text[WORDS];
-static struct names models = { model_slots, 2 * MODELS, MODELS, 0, model_text };
-static struct names finishes = { finish_slots, 2 * WORDS, WORDS, 0, finish_text };
-static struct names errors = { error_slots, 2 * WORDS, WORDS, 0, error_text };
+/* Set up by the first record (nl_genaimetrics_register): zero until then,
+ * no relocation for the loader to write. */
+static struct names models, finishes, errors;
 
 #define NAME_NONE 0xff          /* no value: no attribute */
 
@@ -166,6 +166,22 @@ static unsigned intern(struct names *t, const char *s, size_t n)
 	return t->limit;
 }
 
+/* Attribute keys, out of the load path's pages (loadpath.h). */
+static const char k_error_type[] NL_COLD_RODATA = "error.type";
+static const char k_gen_ai_operation_name[] NL_COLD_RODATA = "gen_ai.operation.name";
+static const char k_gen_ai_provider_name[] NL_COLD_RODATA = "gen_ai.provider.name";
+static const char k_gen_ai_request_model[] NL_COLD_RODATA = "gen_ai.request.model";
+static const char k_gen_ai_response_model[] NL_COLD_RODATA = "gen_ai.response.model";
+static const char k_gen_ai_token_type[] NL_COLD_RODATA = "gen_ai.token.type";
+static const char k_nemo_gym_http_destination_server_name[] NL_COLD_RODATA = "nemo.gym.http.destination.server.name";
+static const char k_nemo_gym_model_call_dialect[] NL_COLD_RODATA = "nemo.gym.model_call.dialect";
+static const char k_nemo_gym_model_call_finish_reason[] NL_COLD_RODATA = "nemo.gym.model_call.finish_reason";
+static const char k_nemo_gym_model_call_outcome[] NL_COLD_RODATA = "nemo.gym.model_call.outcome";
+static const char k_nemo_gym_model_call_token_type[] NL_COLD_RODATA = "nemo.gym.model_call.token.type";
+static const char k_nemo_gym_server_name[] NL_COLD_RODATA = "nemo.gym.server.name";
+static const char k_server_address[] NL_COLD_RODATA = "server.address";
+static const char k_server_port[] NL_COLD_RODATA = "server.port";
+
 /* ---- series by attribute ids ---------------------------------------------------- */
 
 enum which {
@@ -173,7 +189,7 @@ enum which {
 	W_GYM_DURATION, W_GYM_TTFT, W_GYM_TOKENS, W_GYM_FINISH, W_N
 };
 
-static const enum nl_inst_id inst_of[W_N] = {
+static const uint8_t inst_of[W_N] NL_COLD_RODATA = {
 	NL_I_REQUEST_DURATION, NL_I_GENAI_CLIENT_DURATION, NL_I_TOKEN_USAGE, NL_I_GENAI_CLIENT_TTFC,
 	NL_I_GENAI_SERVER_TTFT, NL_I_GENAI_SERVER_TPOT, NL_I_GYM_MODEL_CALL_MS, NL_I_GYM_MODEL_CALL_TTFT_MS,
 	NL_I_GYM_MODEL_CALL_TOKENS, NL_I_GYM_MODEL_CALL_FINISH,
@@ -181,13 +197,14 @@ static const enum nl_inst_id inst_of[W_N] = {
 static struct nl_instrument *insts[W_N];
 
 enum { TOK_INPUT, TOK_OUTPUT, TOK_REASONING, TOK_NONE };
-static const char *const token_type[] = { "input", "output", "reasoning" };
+/* Attribute values as arrays, not pointers: no relocation for the loader to write. */
+static const char token_type[][10] NL_COLD_RODATA = { "input", "output", "reasoning" };
 
 enum { D_CHAT, D_RESPONSES, D_MESSAGES, D_UNKNOWN };
-static const char *const dialect_text[] = { "chat", "responses", "messages", "unknown" };
+static const char dialect_text[][10] NL_COLD_RODATA = { "chat", "responses", "messages", "unknown" };
 
 enum { O_OK, O_TIMEOUT, O_RATE_LIMIT, O_AUTH, O_NOT_FOUND, O_CLIENT_ERROR, O_UPSTREAM_ERROR, O_PARSE_ERROR, O_NONE };
-static const char *const outcome_text[] = { "ok", "timeout", "rate_limit", "auth", "not_found", "client_error",
+static const char outcome_text[][20] NL_COLD_RODATA = { "ok", "timeout", "rate_limit", "auth", "not_found", "client_error",
 					   "upstream_error", "capture_parse_error" };
 
 /* What a series is: which instrument and the ids of its attributes. */
@@ -221,7 +238,7 @@ static unsigned key_op(unsigned op)
 
 static const char *op_text(unsigned kop)
 {
-	static const char *const names[] = { "chat", "text_completion", "embeddings", "chat" };
+	static const char names[][16] = { "chat", "text_completion", "embeddings", "chat" };
 	return names[kop & 3];
 }
 
@@ -241,32 +258,32 @@ static size_t attrs_of(const struct key *k, struct nl_attr *a)
 {
 	size_t n = 0;
 	if (k->which >= W_GYM_DURATION) {
-		a[n++] = NL_ATTR_S("nemo.gym.server.name", server_name ? server_name : "unknown");
-		a[n++] = NL_ATTR_S("nemo.gym.model_call.dialect", dialect_text[k->dialect]);
+		a[n++] = NL_ATTR_S(k_nemo_gym_server_name, server_name ? server_name : "unknown");
+		a[n++] = NL_ATTR_S(k_nemo_gym_model_call_dialect, dialect_text[k->dialect]);
 		if (k->which == W_GYM_DURATION)
-			a[n++] = NL_ATTR_S("nemo.gym.model_call.outcome", outcome_text[k->outcome]);
+			a[n++] = NL_ATTR_S(k_nemo_gym_model_call_outcome, outcome_text[k->outcome]);
 		if (k->which == W_GYM_TOKENS)
-			a[n++] = NL_ATTR_S("nemo.gym.model_call.token.type", token_type[k->token]);
+			a[n++] = NL_ATTR_S(k_nemo_gym_model_call_token_type, token_type[k->token]);
 		if (k->which == W_GYM_FINISH)
-			a[n++] = NL_ATTR_S("nemo.gym.model_call.finish_reason", name_text(&finishes, k->finish));
+			a[n++] = NL_ATTR_S(k_nemo_gym_model_call_finish_reason, name_text(&finishes, k->finish));
 		return n;
 	}
-	a[n++] = NL_ATTR_S("gen_ai.operation.name", op_text(k->op));
-	a[n++] = NL_ATTR_S("gen_ai.provider.name", provider_text(k->op));
+	a[n++] = NL_ATTR_S(k_gen_ai_operation_name, op_text(k->op));
+	a[n++] = NL_ATTR_S(k_gen_ai_provider_name, provider_text(k->op));
 	if (k->req_model != NAME_NONE)
-		a[n++] = NL_ATTR_S("gen_ai.request.model", name_text(&models, k->req_model));
+		a[n++] = NL_ATTR_S(k_gen_ai_request_model, name_text(&models, k->req_model));
 	if (k->resp_model != NAME_NONE)
-		a[n++] = NL_ATTR_S("gen_ai.response.model", name_text(&models, k->resp_model));
+		a[n++] = NL_ATTR_S(k_gen_ai_response_model, name_text(&models, k->resp_model));
 	if (k->token != TOK_NONE)
-		a[n++] = NL_ATTR_S("gen_ai.token.type", token_type[k->token]);
+		a[n++] = NL_ATTR_S(k_gen_ai_token_type, token_type[k->token]);
 	if (k->error != NAME_NONE)
-		a[n++] = NL_ATTR_S("error.type", name_text(&errors, k->error));
+		a[n++] = NL_ATTR_S(k_error_type, name_text(&errors, k->error));
 	if (k->client) {
 		if (k->host >= 0)
-			a[n++] = NL_ATTR_S("server.address", nl_http_host_name(k->host));
+			a[n++] = NL_ATTR_S(k_server_address, nl_http_host_name(k->host));
 		if (k->port)
-			a[n++] = NL_ATTR_I("server.port", k->port);
-		a[n++] = NL_ATTR_S("nemo.gym.http.destination.server.name", nl_dest_name(k->dest));
+			a[n++] = NL_ATTR_I(k_server_port, k->port);
+		a[n++] = NL_ATTR_S(k_nemo_gym_http_destination_server_name, nl_dest_name(k->dest));
 	}
 	return n;
 }
@@ -486,9 +503,12 @@ void nl_genaimetrics_register(void)
 {
 	if (!nl_genai_on)
 		return;
+	models = (struct names){ model_slots, 2 * MODELS, MODELS, 0, model_text };
+	finishes = (struct names){ finish_slots, 2 * WORDS, WORDS, 0, finish_text };
+	errors = (struct names){ error_slots, 2 * WORDS, WORDS, 0, error_text };
 	nl_registry_reserve_static(CELLS);
 	for (unsigned w = 0; w < W_N; w++)
-		if (!(insts[w] = nl_inst(inst_of[w]))) {
+		if (!(insts[w] = nl_inst((enum nl_inst_id)inst_of[w]))) {
 			insts[W_TOKENS] = NULL;
 			return;
 		}

@@ -17,6 +17,11 @@
 
 #include <string.h>
 
+/* The tables below go after the code, with the shim's other tables that no
+ * process reads before it records (loadpath.h's NL_COLD_RODATA, which this
+ * layer cannot include: it depends on nothing). */
+#define NL_COLD_RODATA __attribute__((section(".nl_cold_ro")))
+
 #if defined(__SSE2__)
 #include <emmintrin.h>
 #define GENAI_SSE2 1
@@ -29,11 +34,12 @@ enum nl_genai_op nl_genai_path_op(const char *t, size_t n)
 	const char *q = memchr(t, '?', n);
 	if (q)
 		n = (size_t)(q - t);
+	/* (Arrays, not pointers: no relocation for the loader to write.) */
 	static const struct {
-		const char *suffix;
+		char suffix[21];
 		uint8_t len;
 		uint8_t op;
-	} ops[] = {
+	} ops[] NL_COLD_RODATA = {
 		{ "/v1/chat/completions", 20, NL_GENAI_OP_CHAT },
 		{ "/v1/completions", 15, NL_GENAI_OP_COMPLETIONS },
 		{ "/v1/responses", 13, NL_GENAI_OP_RESPONSES },
@@ -92,29 +98,29 @@ enum target {
 #define STACK_MAX (sizeof((struct nl_genai_json *)0)->stack)
 
 struct key {
-	const char *name;
+	char name[28];          /* (an array: read-only data the loader never writes) */
 	uint8_t len;
 	uint8_t target;
 };
 
 #define K(s, t) { s, sizeof s - 1, t }
-static const struct key root_keys[] = {
+static const struct key root_keys[] NL_COLD_RODATA = {
 	K("model", T_MODEL), K("stream", T_STREAM), K("usage", T_OBJ_USAGE), K("choices", T_ARR_CHOICES),
 	K("type", T_TYPE), K("code", T_CODE), K("status", T_STATUS), K("stop_reason", T_FINISH),
 	K("incomplete_details", T_OBJ_INCOMPLETE), K("error", T_ERROR), K("delta", T_OBJ_DELTA),
 	K("response", T_OBJ_SUB), K("message", T_OBJ_SUB),
 };
-static const struct key usage_keys[] = {
+static const struct key usage_keys[] NL_COLD_RODATA = {
 	K("prompt_tokens", T_PROMPT), K("completion_tokens", T_COMPLETION), K("input_tokens", T_INPUT),
 	K("output_tokens", T_OUTPUT), K("cache_read_input_tokens", T_CACHE_READ),
 	K("cache_creation_input_tokens", T_CACHE_CREATION), K("completion_tokens_details", T_OBJ_DETAILS),
 	K("output_tokens_details", T_OBJ_DETAILS),
 };
-static const struct key details_keys[] = { K("reasoning_tokens", T_REASONING) };
-static const struct key choice_keys[] = { K("finish_reason", T_FINISH) };
-static const struct key incomplete_keys[] = { K("reason", T_REASON) };
-static const struct key error_keys[] = { K("type", T_ERRTYPE), K("code", T_ERRCODE) };
-static const struct key delta_keys[] = { K("stop_reason", T_FINISH) };
+static const struct key details_keys[] NL_COLD_RODATA = { K("reasoning_tokens", T_REASONING) };
+static const struct key choice_keys[] NL_COLD_RODATA = { K("finish_reason", T_FINISH) };
+static const struct key incomplete_keys[] NL_COLD_RODATA = { K("reason", T_REASON) };
+static const struct key error_keys[] NL_COLD_RODATA = { K("type", T_ERRTYPE), K("code", T_ERRCODE) };
+static const struct key delta_keys[] NL_COLD_RODATA = { K("stop_reason", T_FINISH) };
 #undef K
 
 static uint8_t find_key(const struct key *k, size_t nk, const char *s, size_t n)
