@@ -10,6 +10,8 @@
 #include "check.h"
 #include "clock.h"
 #include "dest.h"
+#include "genaiconn.h"
+#include "genaimetrics.h"
 #include "h1.h"
 #include "httpmetrics.h"
 #include "route.h"
@@ -136,6 +138,8 @@ static __attribute__((noinline)) void finish(struct nl_http_feed *f, unsigned sl
 		};
 		nl_http_client_done(&x);
 	}
+	if (p->genai)
+		nl_genai_conn_finish(f, slot, status, p->start_us, duration_ns);
 }
 
 /* Malformed or contended: requests counted as active stop counting, and
@@ -144,10 +148,15 @@ static __attribute__((noinline)) void drop_open(struct nl_httpconn *c)
 {
 	/* Looked at first: at a connection's end its slots are mostly closed,
 	 * and a load is no locked instruction. */
-	for (unsigned s = 0; s < NL_H1_PIPELINE; s++)
-		if (atomic_load_explicit(&c->open[s], memory_order_relaxed) &&
-		    (atomic_exchange(&c->open[s], 0) & NL_SLOT_COUNTED) && c->side == NL_HTTP_SERVER)
+	for (unsigned s = 0; s < NL_H1_PIPELINE; s++) {
+		if (!atomic_load_explicit(&c->open[s], memory_order_relaxed))
+			continue;
+		uint8_t open = atomic_exchange(&c->open[s], 0);
+		if ((open & NL_SLOT_COUNTED) && c->side == NL_HTTP_SERVER)
 			nl_http_server_ended(c->slots[s].method, c->flags & NL_HTTPCONN_TLS, (int)c->slots[s].name - 2);
+		if (open && c->slots[s].genai)
+			nl_genai_conn_drop(c, s);
+	}
 }
 
 /* A client request's Host header: server.address and server.port; over TLS
@@ -202,6 +211,12 @@ static __attribute__((noinline)) void request_line(struct nl_http_feed *f, const
 		p->route = NL_ROUTE_NONE;
 		if (c->side == NL_HTTP_SERVER)
 			p->route = (int16_t)nl_http_route(ev->target, ev->target_len, ev->target_truncated);
+	}
+	enum nl_genai_op op = nl_genai_target_op(ev->target, ev->target_len);
+	p->genai = 0;
+	if (__builtin_expect(op != NL_GENAI_OP_NONE, 0) && !ev->target_truncated && nl_genai_conn_begin(c, slot, op)) {
+		p->genai = 1;
+		nl_h1_tap(&c->h1);
 	}
 	/* release: the fields above before a response's finish reads them */
 	atomic_store_explicit(&c->open[slot], NL_SLOT_OPEN, memory_order_release);
@@ -272,6 +287,11 @@ void nl_http_on_event(void *ctx, const struct nl_h1_event *ev)
 		atomic_store_explicit(&c->slots[ev->slot % NL_H1_PIPELINE].request_body,
 				      ev->body_size > UINT32_MAX ? UINT32_MAX : (uint32_t)ev->body_size,
 				      memory_order_relaxed);
+		if (c->slots[ev->slot % NL_H1_PIPELINE].genai)
+			nl_genai_conn_request_end(c, ev->slot % NL_H1_PIPELINE);
+		break;
+	case NL_H1_BODY:        /* only a model call's (nl_h1_tap) */
+		nl_genai_conn_body(f, ev);
 		break;
 	case NL_H1_RESP_HEAD:
 		break;

@@ -12,6 +12,7 @@
 #include <stdint.h>
 
 #include "check.h"
+#include "clock.h"
 #include "fdtable.h"
 #include "h1.h"
 #include "http.h"
@@ -26,7 +27,8 @@ struct pending {
 	 * reading the response may read it meanwhile. */
 	_Atomic uint32_t request_body;
 	int16_t route;          /* server: route id */
-	uint8_t method : 7;
+	uint8_t method : 6;
+	uint8_t genai : 1;      /* a model call: its exchange is in genaiconn.c's pool */
 	uint8_t minor : 1;      /* the request's HTTP/1.x version */
 	uint8_t name;           /* server: its server name id + 2 (httpmetrics.h) */
 };
@@ -73,6 +75,15 @@ struct nl_http_feed {
 	struct nl_fd *e;        /* nl_http_feed_bytes: the fd's entry, and */
 	_Atomic uint8_t *busy;  /* the busy flag of the direction it claimed */
 };
+
+/* The time of a feed's call, in the glue's microseconds: read once, when
+ * something first needs it. */
+static inline uint32_t nl_http_feed_now_us(struct nl_http_feed *f)
+{
+	if (!f->now_ns)
+		f->now_ns = nl_monotonic_ns();
+	return (uint32_t)(f->now_ns / 1000);
+}
 
 /* The parser's sink: the events of one feed (f). */
 void nl_http_on_event(void *ctx, const struct nl_h1_event *ev);

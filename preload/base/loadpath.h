@@ -19,5 +19,9 @@
  * run whether the shim records or not. They go next to the load path. */
 #define NL_ENTRY_PATH __attribute__((section(".text.hot.nl_entry")))
 #define NL_LOAD_STATE __attribute__((section(".data.nl_load")))
+/* Read-only tables that no process reads before it records: placed after
+ * the code (cmake/preload_layout.ld), so that they do not push the load
+ * path out of the pages the dynamic linker's first look maps. */
+#define NL_COLD_RODATA __attribute__((section(".nl_cold_ro")))
 
 #endif

@@ -581,6 +581,13 @@ NL_LOAD_PATH static void load_http(struct nl_config *cfg, const struct env *e)
 	cfg->gym_verify_route = keep_str(cfg, v && v[0] == '/' ? v : "/verify");
 	if (v && v[0] != '/')
 		invalid("NEMOLENS_GYM_VERIFY_ROUTE", v, "a route starting with /");
+	static const char *const genai[] = { "NEMOLENS_GENAI", NULL };
+	cfg->genai = true;
+	if (env_bool(e, genai, &on))
+		cfg->genai = on;
+	cfg->genai_paths = env_keep(cfg, e, "NEMOLENS_GENAI_PATHS");
+	if ((cfg->genai_provider = env_keep(cfg, e, "NEMOLENS_GENAI_PROVIDER")))
+		nl_utf8_sanitize(cfg->genai_provider);
 }
 
 /* NEMOLENS_ADOPT and the leftovers' age limit (README, "Export"). */
@@ -687,7 +694,8 @@ void nl_config_free(struct nl_config *cfg)
 	char *strings[] = { cfg->http_routes, cfg->http_known_methods, cfg->gym_rollout_route,
 			    cfg->gym_verify_route, cfg->endpoint, cfg->ca_file, cfg->client_key,
 			    cfg->client_cert, cfg->service_name, cfg->server_name, cfg->server_type,
-			    cfg->destinations, cfg->console_path, cfg->log_path, cfg->runtime_dir };
+			    cfg->destinations, cfg->console_path, cfg->log_path, cfg->runtime_dir,
+			    cfg->genai_paths, cfg->genai_provider };
 	for (size_t i = 0; i < sizeof strings / sizeof *strings; i++)
 		drop(cfg, strings[i]);
 	nl_free_kv_list(cfg->headers, cfg->n_headers);   /* n is 0 without a table */

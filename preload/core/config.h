@@ -67,6 +67,10 @@ struct nl_config {
 	bool gym_endpoints;             /* NEMOLENS_GYM_ENDPOINTS */
 	char *gym_rollout_route;        /* NEMOLENS_GYM_ROLLOUT_ROUTE, default /run */
 	char *gym_verify_route;         /* NEMOLENS_GYM_VERIFY_ROUTE, default /verify */
+	/* Model calls read from the bytes (docs/model-calls.md). */
+	bool genai;                     /* NEMOLENS_GENAI, default true */
+	char *genai_paths;              /* NEMOLENS_GENAI_PATHS, raw: suffix=operation,… */
+	char *genai_provider;           /* NEMOLENS_GENAI_PROVIDER: gen_ai.provider.name for every call */
 	/* Segments (segment.h): what a process leaves when it ends. */
 	enum nl_adopt_mode adopt;       /* NEMOLENS_ADOPT */
 	long leftover_max_age_s;        /* NEMOLENS_LEFTOVER_MAX_AGE_S: undeliverable leftovers go then */

@@ -315,6 +315,8 @@ int nl_http_host(const char *host, size_t n, unsigned *port)
 	return -1;
 }
 
+const char *nl_http_host_name(int id) { return hosts[id].name; }
+
 /* ---- server names (server side: http.server_name) ---------------------------- */
 
 /* The Host values requests arrived with, as sent (host and port, case kept),

@@ -47,6 +47,8 @@ int nl_http_route(const char *target, size_t n, bool truncated);
 /* The id of a Host header's host part (port in *port, 0 when absent), or -1
  * when the table of hosts is full. */
 int nl_http_host(const char *host, size_t n, unsigned *port);
+/* The host name of an id nl_http_host gave (server.address). */
+const char *nl_http_host_name(int id);
 
 #define NL_HTTP_SERVER_NAMES_MAX 250     /* NEMOLENS_HTTP_SERVER_NAME_LIMIT at most */
 #define NL_HTTP_NAME_NONE (-1)          /* no Host: no http.server_name */

@@ -248,7 +248,7 @@ Q_TARGET static QUICK const uint8_t *Q(request_quick)(const struct run *r, const
 	ev.same_line = same;
 	ev.version_minor = (unsigned)minor;
 	emit(r, &ev);
-	h->ring_kind[slot] = kind;
+	h->ring_kind[slot] = kind | tap_kind(s);
 	atomic_store_explicit(&h->ring_tail, (uint8_t)(tail + 1), memory_order_release);
 	s->n_headers = 0;
 	s->state = S_FIELD;

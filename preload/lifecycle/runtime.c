@@ -36,6 +36,7 @@
 #include "adopt.h"
 #include "export.h"
 #include "httpmetrics.h"
+#include "genaimetrics.h"
 #include "loadpath.h"
 #include "log.h"
 #include "memsampler.h"
@@ -446,6 +447,7 @@ static void prepare_recording(void)
 		nl_hooks_bypass = 1;   /* the shim's own memory */
 		nl_connmetrics_init();
 		nl_httpmetrics_register();
+		nl_genaimetrics_register();
 		nl_hooks_bypass = saved;
 		registered = true;
 	}
@@ -807,6 +809,7 @@ NL_LOAD_PATH bool nl_runtime_load(void)
 	dest_configured = cfg.destinations != NULL;
 	registered = false;
 	nl_httpmetrics_init(&cfg);
+	nl_genaimetrics_init(&cfg);
 	nl_memsampler_init(&cfg);
 	/* nemolens-run reads segments as they are (cumulative values) and
 	 * samples memory for them (memsampler.h), to its own collector. */

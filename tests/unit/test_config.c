@@ -120,6 +120,9 @@ static const char *const ALL_VARS[] = {
 	"NEMOLENS_GYM_ENDPOINTS",
 	"NEMOLENS_GYM_ROLLOUT_ROUTE",
 	"NEMOLENS_GYM_VERIFY_ROUTE",
+	"NEMOLENS_GENAI",
+	"NEMOLENS_GENAI_PATHS",
+	"NEMOLENS_GENAI_PROVIDER",
 	"OTEL_RESOURCE_ATTRIBUTES",
 	"OTEL_SERVICE_NAME",
 	"NEMOLENS_DESTINATIONS",
@@ -301,7 +304,22 @@ Test(config, http_defaults_and_values)
 	cr_assert(c.gym_endpoints);
 	cr_assert_str_eq(c.gym_rollout_route, "/run");
 	cr_assert_str_eq(c.gym_verify_route, "/verify");
+	cr_assert(c.genai, "model calls are read by default");
+	cr_assert_null(c.genai_paths);
+	cr_assert_null(c.genai_provider);
 	nl_config_free(&c);
+
+	env_set("NEMOLENS_GENAI", "false");
+	env_set("NEMOLENS_GENAI_PATHS", "/generate=text_completion");
+	env_set("NEMOLENS_GENAI_PROVIDER", "vllm");
+	load(&c);
+	cr_assert_not(c.genai);
+	cr_assert_str_eq(c.genai_paths, "/generate=text_completion");
+	cr_assert_str_eq(c.genai_provider, "vllm");
+	nl_config_free(&c);
+	env_set("NEMOLENS_GENAI", "");
+	env_set("NEMOLENS_GENAI_PATHS", "");
+	env_set("NEMOLENS_GENAI_PROVIDER", "");
 
 	env_set("NEMOLENS_HTTP", "server");
 	env_set("NEMOLENS_HTTP_ROUTE_UNMATCHED", "path");
