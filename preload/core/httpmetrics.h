@@ -47,6 +47,8 @@ int nl_http_route(const char *target, size_t n, bool truncated);
 /* The id of a Host header's host part (port in *port, 0 when absent), or -1
  * when the table of hosts is full. */
 int nl_http_host(const char *host, size_t n, unsigned *port);
+/* The name of host id (>= 0, from nl_http_host). */
+const char *nl_http_host_name(int id);
 
 #define NL_HTTP_SERVER_NAMES_MAX 250     /* NEMOLENS_HTTP_SERVER_NAME_LIMIT at most */
 #define NL_HTTP_NAME_NONE (-1)          /* no Host: no http.server_name */
@@ -82,7 +84,7 @@ struct nl_http_exchange {
 	int16_t dest;                   /* client: destination index (dest.h) */
 	int16_t name;                   /* server: the server name id it was counted under */
 	uint8_t method;
-	uint8_t version_minor;
+	uint8_t version_minor;          /* 0, 1: HTTP/1.x; 2: HTTP/2 */
 	bool tls;                       /* server: url.scheme "https" (client: no url.scheme attribute) */
 	bool counted;                   /* server: counted in active requests */
 };

@@ -35,6 +35,7 @@
 #include "adopt.h"
 #include "export.h"
 #include "httpmetrics.h"
+#include "rpcmetrics.h"
 #include "loadpath.h"
 #include "log.h"
 #include "memsampler.h"
@@ -445,6 +446,7 @@ static void prepare_recording(void)
 		nl_hooks_bypass = 1;   /* the shim's own memory */
 		nl_connmetrics_init();
 		nl_httpmetrics_register();
+		nl_rpcmetrics_register();
 		nl_hooks_bypass = saved;
 		registered = true;
 	}
