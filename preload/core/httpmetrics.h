@@ -84,7 +84,7 @@ struct nl_http_exchange {
 	int16_t dest;                   /* client: destination index (dest.h) */
 	int16_t name;                   /* server: the server name id it was counted under */
 	uint8_t method;
-	uint8_t version_minor;
+	uint8_t version_minor;          /* 0, 1: HTTP/1.x; 2: HTTP/2 */
 	bool tls;                       /* server: url.scheme "https" (client: no url.scheme attribute) */
 	bool counted;                   /* server: counted in active requests */
 };

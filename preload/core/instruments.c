@@ -132,6 +132,16 @@ const struct nl_inst_def nl_inst_defs[NL_N_INST] = {
 						  nl_gym_tokens_bounds),
 	[NL_I_GYM_MODEL_CALL_FINISH] = { cs17, cs18, cs19,
 					 NL_COUNTER, NULL, 0, true },
+	/* OpenTelemetry semantic conventions v1.40.0, RPC metrics. */
+	[NL_I_RPC_SERVER_DURATION] = { "rpc.server.call.duration", "s",
+				       "Measures the duration of inbound remote procedure calls.", NL_HISTOGRAM,
+				       nl_http_duration_s_bounds, 14, true },
+	[NL_I_RPC_CLIENT_DURATION] = { "rpc.client.call.duration", "s",
+				       "Measures the duration of outbound remote procedure calls.", NL_HISTOGRAM,
+				       nl_http_duration_s_bounds, 14, true },
+	[NL_I_HTTP2_GIVEN_UP] = { "nemo.lens.http2.connections_given_up", "{connection}",
+				  "HTTP/2 connections no longer followed: past a bound of the shim's state.", NL_COUNTER,
+				  NULL, 0, true },
 	/* Same name, unit and kind as the memory sampler's registration. */
 	[NL_I_GYM_SERVERS_ACTIVE] = { "gym.servers.active", "", "Number of active Gym servers.", NL_GAUGE_INT, NULL, 0,
 				   true },

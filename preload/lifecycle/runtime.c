@@ -37,6 +37,7 @@
 #include "export.h"
 #include "httpmetrics.h"
 #include "genaimetrics.h"
+#include "rpcmetrics.h"
 #include "loadpath.h"
 #include "log.h"
 #include "memsampler.h"
@@ -448,6 +449,7 @@ static void prepare_recording(void)
 		nl_connmetrics_init();
 		nl_httpmetrics_register();
 		nl_genaimetrics_register();
+		nl_rpcmetrics_register();
 		nl_hooks_bypass = saved;
 		registered = true;
 	}
