@@ -67,7 +67,9 @@ static const char cs19[] NL_COLD_RODATA = "Model calls by finish reason.";
 
 const struct nl_inst_def nl_inst_defs[NL_N_INST] = {
 	[NL_I_CONNECT_TOTAL] = { "gym.http.connection_pool.connect_total", "{connection}",
-				 "Connection attempts (connect calls) per destination server", NL_COUNTER, NULL, 0, true },
+				 "Connection attempts per destination server: pool acquisitions where a pool adapter "
+				 "runs, connect calls elsewhere",
+				 NL_COUNTER, NULL, 0, true },
 	[NL_I_QUEUE_MS] = { "gym.http.connection_pool.queue_duration_ms", "ms",
 			    "Time a connection acquisition waited until it was established or abandoned", NL_HISTOGRAM,
 			    nl_queue_ms_bounds, 17, true },
@@ -142,6 +144,12 @@ const struct nl_inst_def nl_inst_defs[NL_N_INST] = {
 	[NL_I_HTTP2_GIVEN_UP] = { "nemo.lens.http2.connections_given_up", "{connection}",
 				  "HTTP/2 connections no longer followed: past a bound of the shim's state.", NL_COUNTER,
 				  NULL, 0, true },
+	/* The socket count of a process whose connect_total counts pool
+	 * acquisitions (connmetrics.h): its new connections stay visible. */
+	[NL_I_CONN_OPENED] = { "nemolens.connection.opened", "{connection}",
+			       "New connections (connect calls) per destination server, in processes whose "
+			       "connect_total counts pool acquisitions",
+			       NL_COUNTER, NULL, 0, true },
 	/* Same name, unit and kind as the memory sampler's registration. */
 	[NL_I_GYM_SERVERS_ACTIVE] = { "gym.servers.active", "", "Number of active Gym servers.", NL_GAUGE_INT, NULL, 0,
 				   true },
