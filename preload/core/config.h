@@ -67,6 +67,10 @@ struct nl_config {
 	bool gym_endpoints;             /* NEMOLENS_GYM_ENDPOINTS */
 	char *gym_rollout_route;        /* NEMOLENS_GYM_ROLLOUT_ROUTE, default /run */
 	char *gym_verify_route;         /* NEMOLENS_GYM_VERIFY_ROUTE, default /verify */
+	/* Call sites (callsite.h). */
+	bool call_sites;                /* NEMOLENS_CALL_SITES */
+	long call_site_limit;           /* NEMOLENS_CALL_SITE_LIMIT */
+	char *call_site_skip;           /* NEMOLENS_CALL_SITE_SKIP, raw; NULL: the default list */
 	/* Segments (segment.h): what a process leaves when it ends. */
 	enum nl_adopt_mode adopt;       /* NEMOLENS_ADOPT */
 	long leftover_max_age_s;        /* NEMOLENS_LEFTOVER_MAX_AGE_S: undeliverable leftovers go then */

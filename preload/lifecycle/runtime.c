@@ -27,6 +27,7 @@
 
 #include "check.h"
 #include "clock.h"
+#include "callsite.h"
 #include "config.h"
 #include "connmetrics.h"
 #include "dest.h"
@@ -445,6 +446,7 @@ static void prepare_recording(void)
 		nl_hooks_bypass = 1;   /* the shim's own memory */
 		nl_connmetrics_init();
 		nl_httpmetrics_register();
+		nl_callsite_register();
 		nl_hooks_bypass = saved;
 		registered = true;
 	}
@@ -728,6 +730,7 @@ static void forget_parent(bool recorded)
 	transport = NULL;
 	exit_transport = NULL;
 	nl_memsampler_atfork_child();
+	nl_callsite_atfork_child();
 	start_unix_ns = 0;
 	resource_made = false;
 	owner_pid = getpid();
@@ -828,6 +831,7 @@ NL_LOAD_PATH bool nl_runtime_load(void)
 	dest_configured = cfg.destinations != NULL;
 	registered = false;
 	nl_httpmetrics_init(&cfg);
+	nl_callsite_configure(&cfg);
 	nl_memsampler_init(&cfg);
 	/* nemolens-run reads segments as they are (cumulative values) and
 	 * samples memory for them (memsampler.h), to its own collector. */
