@@ -5,7 +5,8 @@
  *                                    (here), callsite_lib_connect (a shared
  *                                    library of the test) called by
  *                                    lib_caller, and curl_caller through
- *                                    libcurl (one HTTP GET, no reuse)
+ *                                    libcurl (one HTTP GET, no reuse); with
+ *                                    a 4th argument "nocurl", the first two
  *   callsite_client PORT N many K    N connects from each of K functions
  *                                    site_0 .. site_K-1 (K <= 16)
  *   callsite_client PORT N signal    N connects from direct_connect while a
@@ -159,11 +160,14 @@ int main(int argc, char **argv)
 	long n = atol(argv[2]);
 	const char *mode = argv[3];
 	if (strcmp(mode, "three") == 0) {
-		curl_global_init(CURL_GLOBAL_DEFAULT);
+		int curl = argc < 5 || strcmp(argv[4], "nocurl") != 0;
+		if (curl)
+			curl_global_init(CURL_GLOBAL_DEFAULT);
 		for (long i = 0; i < n; i++) {
 			check(direct_connect(), "direct");
 			check(lib_caller(), "lib");
-			check(curl_caller(), "curl");
+			if (curl)
+				check(curl_caller(), "curl");
 		}
 	} else if (strcmp(mode, "many") == 0 && argc > 4) {
 		int k = atoi(argv[4]);
