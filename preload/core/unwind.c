@@ -22,8 +22,10 @@ const char nl_unwind_default_skip[] = "libcurl,libuv,libssl,libcrypto,libnghttp2
 				      "libwebsockets,libssh2";
 
 /* Always plumbing, whatever the list says: libc and what comes with it,
- * the loader, the kernel's vDSO. */
-static const char always_skip[] = "libc,libpthread,libdl,ld-linux,linux-vdso,libunwind";
+ * the loader, the kernel's vDSO, and the sanitizers' runtimes, which
+ * interpose connect() themselves. */
+static const char always_skip[] = "libc,libpthread,libdl,ld-linux,linux-vdso,libunwind,libtsan,libasan,libubsan,"
+				  "liblsan,libclang_rt";
 
 NL_LOAD_STATE static const char *skip_list = nl_unwind_default_skip;
 
