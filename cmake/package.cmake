@@ -6,7 +6,7 @@
 # Depends: what dpkg-shlibdeps finds in the ELF files, plus libcurl's runtime
 # package, which the export module opens with dlopen (exporter/curl_dl.c) and
 # which no ELF file names. Nothing is activated on install: no maintainer scripts touch
-# /etc/ld.so.preload (README, "Install").
+# /etc/ld.so.preload (docs/install.md).
 
 # Files Debian wants in every package's doc directory.
 set(NL_DEB_DOC ${CMAKE_CURRENT_BINARY_DIR}/debian-doc)

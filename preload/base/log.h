@@ -5,7 +5,7 @@
  * later ones only at NEMOLENS_LOG_LEVEL=debug. Lines start with "nemolens: ".
  * Writes with write(2) from a stack buffer: no allocation, no stdio locks.
  *
- * Where lines go (NEMOLENS_LOG_PATH, README "Safety"):
+ * Where lines go (NEMOLENS_LOG_PATH, docs/safety.md, "Where warnings go"):
  *   NL_LOG_TO_TERMINAL  the default: stderr, and only in the outermost shim
  *                       process of a process tree while its stderr is a
  *                       terminal; every other process writes nothing

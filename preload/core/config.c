@@ -583,7 +583,7 @@ NL_LOAD_PATH static void load_http(struct nl_config *cfg, const struct env *e)
 		invalid("NEMOLENS_GYM_VERIFY_ROUTE", v, "a route starting with /");
 }
 
-/* NEMOLENS_ADOPT and the leftovers' age limit (README, "Export"). */
+/* NEMOLENS_ADOPT and the leftovers' age limit (docs/export.md). */
 NL_LOAD_PATH static void load_adopt(struct nl_config *cfg, const struct env *e)
 {
 	static const char *const modes[] = { "own", "fold", "off" };

@@ -39,7 +39,7 @@
  *
  * Histogram bucket boundaries: those of the OpenTelemetry GenAI semantic
  *   conventions for gen_ai.*, NeMo Lens's Gym duration boundaries for gym.*_ms,
- *   the OpenTelemetry SDK defaults for rl.*_ms (README.md, "Metrics", lists
+ *   the OpenTelemetry SDK defaults for rl.*_ms (docs/metrics.md lists
  *   the values).
  *   Every histogram point also carries min and max.
  *

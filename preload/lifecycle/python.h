@@ -1,4 +1,4 @@
-/* Delivery of the Python adapter (preload/python; README, "Connections").
+/* Delivery of the Python adapter (preload/python; docs/python-adapter.md).
  *
  * In a process that is a CPython interpreter, the constructor puts the
  * adapter's directory first on PYTHONPATH before Python reads it, and keeps

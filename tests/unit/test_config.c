@@ -75,7 +75,7 @@ static void load(struct nl_config *cfg)
 	nl_config_load(cfg, fake_getenv, "myprog");
 }
 
-/* Every variable the README documents (and aliases). */
+/* Every variable docs/configuration.md documents (and aliases). */
 static const char *const ALL_VARS[] = {
 	"OTEL_SDK_DISABLED",
 	"NEMOLENS_ENABLED",
