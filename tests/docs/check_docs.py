@@ -2,8 +2,10 @@
 # SPDX-License-Identifier: Apache-2.0
 """Keeps the documentation true to the code.
 
-    check_docs.py SRC                 check the tree at SRC
-    check_docs.py --self-test SRC     show that each check fails on a broken copy
+    check_docs.py [--launcher NEMOLENS_RUN] SRC
+        check the tree at SRC (with the launcher: its --help against its page)
+    check_docs.py [--launcher NEMOLENS_RUN] --self-test SRC
+        show that each check fails on a broken copy
 
 The checks read the code's own definitions, not a list kept here, so a new
 variable or instrument is caught the day it is added:
@@ -19,10 +21,14 @@ variable or instrument is caught the day it is added:
                command .ci/run runs
   links        every relative link of README.md and docs/*.md names a file
                that exists, and an anchor that one of its headings makes
+  manpages     nemolens-run(1) lists exactly the options (and their
+               arguments) of nemolens-run --help, and nemolens(7), made from
+               docs/configuration.md, names every variable that does
 """
 import os
 import re
 import shutil
+import subprocess
 import sys
 import tempfile
 
@@ -127,20 +133,28 @@ def strip_code_blocks(text):
 
 def documented_variables(root):
     """Variable names in the first column of docs/configuration.md's table."""
-    text = open(os.path.join(root, "docs", "configuration.md"), encoding="utf-8").read()
     names = set()
-    tables = [t for t in md_tables(text) if t[0] and t[0][0].lower() == "variable"]
-    for _, rows in tables:
-        for row in rows:
-            for tok in re.findall(r"`([A-Z][A-Z0-9_\[\]]*)`", row[0]):
-                # OTEL_EXPORTER_OTLP_[METRICS_]HEADERS: both forms.
-                m = re.match(r"^(.*)\[([A-Z0-9_]+)\](.*)$", tok)
-                if m:
-                    names.add(m.group(1) + m.group(2) + m.group(3))
-                    names.add(m.group(1) + m.group(3))
-                else:
-                    names.add(tok)
-    return names, len(tables)
+    for tok in documented_tokens(root):
+        # OTEL_EXPORTER_OTLP_[METRICS_]HEADERS: both forms.
+        m = re.match(r"^(.*)\[([A-Z0-9_]+)\](.*)$", tok)
+        if m:
+            names.add(m.group(1) + m.group(2) + m.group(3))
+            names.add(m.group(1) + m.group(3))
+        else:
+            names.add(tok)
+    return names, len(variable_tables(root))
+
+
+def variable_tables(root):
+    text = open(os.path.join(root, "docs", "configuration.md"), encoding="utf-8").read()
+    return [t for t in md_tables(text) if t[0] and t[0][0].lower() == "variable"]
+
+
+def documented_tokens(root):
+    """The names in the first column of the variables table, as written
+    (OTEL_EXPORTER_OTLP_[METRICS_]HEADERS stands for two)."""
+    return [tok for _, rows in variable_tables(root) for row in rows
+            for tok in re.findall(r"`([A-Z][A-Z0-9_\[\]]*)`", row[0])]
 
 
 def check_variables(root):
@@ -290,11 +304,76 @@ def check_links(root):
     return errors
 
 
+OPTION = re.compile(r"(?<![\w-])(--?[a-z][a-z-]*)(?:[ =]([A-Z]+))?")
+
+
+def help_options(launcher):
+    """{option: argument name} from nemolens-run --help's option lines."""
+    p = subprocess.run([launcher, "--help"], capture_output=True, text=True, timeout=30)
+    opts = {}
+    for line in p.stdout.split("\n"):
+        # "  --endpoint URL        OTEL_...", "  -h, --help            this text"
+        m = re.match(r"^  (-[^ ].*?)(?:\s{2,}|$)", line)
+        if m:
+            for o in OPTION.finditer(m.group(1)):
+                opts[o.group(1)] = o.group(2) or ""
+    return opts
+
+
+def man_options(root):
+    """{option: argument name} from the OPTIONS section of nemolens-run.1.scd."""
+    text = open(os.path.join(root, "docs", "man", "nemolens-run.1.scd"), encoding="utf-8").read()
+    m = re.search(r"^# OPTIONS\n(.*?)(?=^# )", text, flags=re.S | re.M)
+    opts = {}
+    for line in (m.group(1) if m else "").split("\n"):
+        # "*--endpoint* _URL_", "*-h*, *--help*"
+        if line.startswith("*-"):
+            for o in re.finditer(r"\*(--?[a-z][a-z-]*)\*(?: _([A-Z]+)_)?", line):
+                opts[o.group(1)] = o.group(2) or ""
+    return opts
+
+
+def check_manpages(root, launcher=None):
+    errors = []
+    man = man_options(root)
+    if not man:
+        errors.append("docs/man/nemolens-run.1.scd: no options found in its OPTIONS section")
+    if launcher:
+        helped = help_options(launcher)
+        if not helped:
+            errors.append(f"{launcher} --help lists no options")
+        for o in sorted(set(helped) | set(man)):
+            if o not in man:
+                errors.append(f"nemolens-run --help has {o}, nemolens-run(1) does not")
+            elif o not in helped:
+                errors.append(f"nemolens-run(1) has {o}, nemolens-run --help does not")
+            elif man[o] != helped[o]:
+                errors.append(f"{o} takes {helped[o] or 'nothing'} in --help, {man[o] or 'nothing'} in nemolens-run(1)")
+    # nemolens(7) is made from docs/configuration.md: every variable must
+    # come out of the generator.
+    with tempfile.TemporaryDirectory() as tmp:
+        out = os.path.join(tmp, "nemolens.7.scd")
+        man_src = os.path.join(root, "docs", "man")
+        p = subprocess.run(["/usr/bin/python3", os.path.join(man_src, "config_to_scd.py"),
+                            os.path.join(root, "docs", "configuration.md"),
+                            os.path.join(man_src, "nemolens.7.scd.in"), out], capture_output=True, text=True)
+        if p.returncode != 0:
+            return errors + [f"config_to_scd.py failed: {p.stderr.strip()}"]
+        page = open(out, encoding="utf-8").read().replace("\\_", "_")
+        for name in documented_tokens(root):
+            if name not in page:
+                errors.append(f"{name} is in docs/configuration.md but not in nemolens(7)")
+    return errors
+
+
+LAUNCHER = None
+
 CHECKS = {
     "variables": check_variables,
     "instruments": check_instruments,
     "commands": check_commands,
     "links": check_links,
+    "manpages": lambda root: check_manpages(root, LAUNCHER),
 }
 
 
@@ -352,6 +431,14 @@ BREAKS = [
      lambda r: edit(r, ".ci/run", "bash scripts/test.sh", "bash scripts/test-all.sh")),
     ("commands", "the README's first command changed",
      lambda r: edit(r, "README.md", "bash scripts/demo.sh     #", "bash scripts/demo.sh --keep     #")),
+    ("manpages", "an option in nemolens-run(1) that --help does not have",
+     lambda r: edit(r, "docs/man/nemolens-run.1.scd", "*--version*\n", "*--version*\n\n*--verbose*\n\tMore.\n")),
+    ("manpages", "an option of --help missing from nemolens-run(1)",
+     lambda r: edit(r, "docs/man/nemolens-run.1.scd", "*--memory*\n", "*--memory-profile*\n")),
+    ("manpages", "an option whose argument differs",
+     lambda r: edit(r, "docs/man/nemolens-run.1.scd", "*--endpoint* _URL_", "*--endpoint* _HOST_")),
+    ("manpages", "nemolens(7) made without the variables table",
+     lambda r: edit(r, "docs/man/nemolens.7.scd.in", "\n@ENVIRONMENT@\n", "\n(none)\n")),
     ("links", "a link to a page that does not exist",
      lambda r: edit(r, "docs/export.md", "(#however-a-process-ends)", "(missing-page.md)")),
     ("links", "a link to a heading that does not exist",
@@ -400,6 +487,10 @@ def self_test(src):
 
 
 def main(argv):
+    global LAUNCHER
+    if len(argv) >= 3 and argv[1] == "--launcher":
+        LAUNCHER = os.path.abspath(argv[2])
+        argv = argv[:1] + argv[3:]
     if len(argv) == 3 and argv[1] == "--self-test":
         return self_test(os.path.abspath(argv[2]))
     if len(argv) != 2:
