@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # The Debian package: `cmake --build build --target package` writes
 # build/nemolens_<version>_<arch>.deb with every install() rule of the project
 # (the shim and its export module, libnemolens.so, header and nemolens.pc, nemolens-run, the Python

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Diagnostics, at most one line per distinct problem and process.
  *
  * Each call site names its problem with a short stable key ("otlp.http.503",

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Configuration, read once from the environment.
  *
  * Standard OpenTelemetry variables are parsed as the SDK specification says:

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Segments: the registry's memory as a file that another process can read
  * after this one is gone, so that nothing recorded is lost however a process
  * ends (docs/export.md; the format: docs/internals.md).

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* nemolens.h: the NeMo Lens instrument functions for C and C++.
  *
  * NeMo Lens gives Python programs record_inference_metrics(), record_rl_metrics()

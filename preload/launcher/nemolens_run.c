@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* nemolens-run: starts a program with libnemolens_preload.so preloaded.
  *
  *   nemolens-run [options] [--] program [args...]

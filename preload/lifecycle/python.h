@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Delivery of the Python adapter (preload/python; docs/python-adapter.md).
  *
  * In a process that is a CPython interpreter, the constructor puts the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Lifecycle: configuration at load, a lazily started exporter thread, fork
  * handling, and a bounded flush at exit; and the delivery of what other
  * processes left (adopt.h), by the same thread.

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Arithmetic and formatting for scripts/bench (stdlib only).
 
   stats.py pairs FILE            FILE: lines "A <value>" / "B <value>" in run order.

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Shared helpers for the integration tests: paths, listeners, running under the shim."""
 import atexit
 import os

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Smoke test of scripts/bench: `scripts/bench --smoke` runs every section with
 # tiny iteration counts and must print the result table with every row (a row
 # may say n/a when a component is missing, and a missed target is a finding,

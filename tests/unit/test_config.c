@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* nl_config_load and its value parsers, against a fake environment.
  *
  * Every test builds its own environment in a static table that fake_getenv

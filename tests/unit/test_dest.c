@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Destination rules (NEMOLENS_DESTINATIONS) and matching connect() addresses. */
 #include <criterion/criterion.h>
 #include <arpa/inet.h>

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """aiohttp: one sample per connection acquisition that waited for a slot of
 its connector's pool, as NeMo Gym records it.
 

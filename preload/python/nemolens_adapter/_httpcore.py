@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """httpcore, the transport of httpx: one sample per request that waited for
 a connection of its pool, async and sync.
 
