@@ -24,6 +24,8 @@ variable or instrument is caught the day it is added:
   manpages     nemolens-run(1) lists exactly the options (and their
                arguments) of nemolens-run --help, and nemolens(7), made from
                docs/configuration.md, names every variable that does
+  licenses     every C, Python, shell and CMake source (and the linker
+               script, JavaScript, Go) has its SPDX-License-Identifier line
 """
 import os
 import re
@@ -366,6 +368,27 @@ def check_manpages(root, launcher=None):
     return errors
 
 
+SPDX = "SPDX-License-Identifier: Apache-2.0"
+SOURCE_EXTS = (".c", ".h", ".py", ".sh", ".cmake", ".ld", ".js", ".go")
+
+
+def check_licenses(root):
+    """Every source file says its license in its first three lines."""
+    errors = []
+    for dirpath, dirs, files in os.walk(root):
+        # Build trees, caches and installed packages are not sources.
+        dirs[:] = [d for d in dirs if not (d.startswith((".", "build")) or d in ("__pycache__", "node_modules"))]
+        for f in files:
+            if not (f.endswith(SOURCE_EXTS) or f == "CMakeLists.txt"):
+                continue
+            path = os.path.join(dirpath, f)
+            with open(path, encoding="utf-8", errors="replace") as fh:
+                head = [fh.readline() for _ in range(3)]
+            if not any(SPDX in line for line in head):
+                errors.append(f"{os.path.relpath(path, root)}: no '{SPDX}' line at the top")
+    return errors
+
+
 LAUNCHER = None
 
 CHECKS = {
@@ -374,6 +397,7 @@ CHECKS = {
     "commands": check_commands,
     "links": check_links,
     "manpages": lambda root: check_manpages(root, LAUNCHER),
+    "licenses": check_licenses,
 }
 
 
@@ -413,16 +437,18 @@ BREAKS = [
          "\n| variable | default | meaning |\n|---|---|---|\n| `NEMOLENS_ADOPT` | | |\n")),
     ("variables", "a variable the code reads, added to the code only",
      lambda r: open(os.path.join(r, "preload", "core", "zz_break.c"), "w").write(
+         '/* SPDX-License-Identifier: Apache-2.0 */\n'
          'const char *f(void) { return getenv("NEMOLENS_NOT_DOCUMENTED"); }\n')),
     ("variables", "a variable read by the Python adapter, added to the code only",
      lambda r: open(os.path.join(r, "preload", "python", "zz_break.py"), "w").write(
-         'import os\nX = os.environ.get("SOME_UNDOCUMENTED_SETTING")\n')),
+         '# SPDX-License-Identifier: Apache-2.0\nimport os\nX = os.environ.get("SOME_UNDOCUMENTED_SETTING")\n')),
     ("instruments", "an instrument added to a definition table only",
      lambda r: edit(r, "preload/core/instruments.c", "const struct nl_inst_def nl_inst_defs[NL_N_INST] = {",
                     'const struct nl_inst_def nl_inst_defs[NL_N_INST] = {\n'
                     '\t[NL_I_BREAK] = HIST("gym.not.documented", "ms", "x", nl_gym_ms_bounds),')),
     ("instruments", "an instrument registered directly, not documented",
      lambda r: open(os.path.join(r, "preload", "core", "zz_break.c"), "w").write(
+         '/* SPDX-License-Identifier: Apache-2.0 */\n'
          'void g(void) { nl_instrument_get("gym.also.undocumented", "By", "x", NL_GAUGE_INT, NULL, 0); }\n')),
     ("instruments", "an instrument documented with the wrong unit",
      lambda r: edit(r, "docs/metrics.md", "| `http.client.request.duration` | histogram | `s` |",
@@ -439,6 +465,10 @@ BREAKS = [
      lambda r: edit(r, "docs/man/nemolens-run.1.scd", "*--endpoint* _URL_", "*--endpoint* _HOST_")),
     ("manpages", "nemolens(7) made without the variables table",
      lambda r: edit(r, "docs/man/nemolens.7.scd.in", "\n@ENVIRONMENT@\n", "\n(none)\n")),
+    ("licenses", "a new C file without its SPDX line",
+     lambda r: open(os.path.join(r, "hooks", "zz_new.c"), "w").write("/* A new hook. */\nint x;\n")),
+    ("licenses", "a Python file whose SPDX line was removed",
+     lambda r: edit(r, "preload/python/sitecustomize.py", "# SPDX-License-Identifier: Apache-2.0\n", "")),
     ("links", "a link to a page that does not exist",
      lambda r: edit(r, "docs/export.md", "(#however-a-process-ends)", "(missing-page.md)")),
     ("links", "a link to a heading that does not exist",
