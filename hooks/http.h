@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Following the HTTP/1.x bytes of a socket: the glue between the I/O hooks,
  * the parser (h1.h) and the HTTP metrics (httpmetrics.h).
  *

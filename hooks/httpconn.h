@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The HTTP glue's per-connection state and its feeding's usual case, for
  * the glue (http.c) and the I/O hooks (io.c), which feed a followed
  * socket's bytes with no call between the hook and the parser. Private

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # The test command: installs what is missing, then builds and runs every test.
 #
 #   1. gcc build: Criterion unit tests and all integration tests (real programs

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* What every program under the shim runs and writes at load, whether it
  * ever records or not: a shell's /bin/true pays for each page of it.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The entry points of the language adapters: code that runs inside the
  * program's own runtime (the Python adapter, preload/python) and sees what
  * the socket calls cannot, a client's connection pool. They are exported

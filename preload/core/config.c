@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 #include "config.h"
 
 #include "gymconfig.h"
@@ -612,7 +613,7 @@ NL_LOAD_PATH static void load_call_sites(struct nl_config *cfg, const struct env
 	cfg->call_site_skip = env_keep(cfg, e, "NEMOLENS_CALL_SITE_SKIP");
 }
 
-/* NEMOLENS_ADOPT and the leftovers' age limit (README, "Export"). */
+/* NEMOLENS_ADOPT and the leftovers' age limit (docs/export.md). */
 NL_LOAD_PATH static void load_adopt(struct nl_config *cfg, const struct env *e)
 {
 	static const char *const modes[] = { "own", "fold", "off" };

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The connection metrics of NeMo Gym (gym.http.connection_pool.*), recorded
  * by the socket hooks. Every function here is lock-free, allocation-free and
  * async-signal-safe: the series are created ahead of time by nl_connmetrics_init. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The HTTP metrics (http.server.*, http.client.*, and NeMo Gym's endpoint
  * metrics gym.rollout.* and gym.verify.* derived from the routes), recorded
  * by the HTTP glue in hooks/ as the parser reports requests and responses.

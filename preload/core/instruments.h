@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Every instrument the shim defines, once: name, unit, description, kind and
  * bucket boundaries. An instrument that two paths record (the C API and the
  * HTTP layer both record gym.verify.duration_ms) is defined here and nowhere

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Memory of server process trees and of the host, sampled from /proc.
  *
  * Roles, decided once in the constructor (memory profiling on only):

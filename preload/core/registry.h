@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The metric registry: instruments, their series, and snapshots of them.
  *
  * Recording is lock-free: a series is found once (or created ahead of time)

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Segments (segment.h): the arena, its file, and the leftovers of other
  * processes.
  *

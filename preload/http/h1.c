@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* HTTP/1.x push parser (see h1.h): one state machine per direction over the
  * bytes as they come.
  *

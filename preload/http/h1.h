@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* HTTP/1.x message framing as a push parser: bytes in, events out.
  *
  * One struct nl_h1 follows one connection. The bytes of its two directions

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The quick path of the HTTP/1.x parser, included by h1.c once for each
  * instruction set it is built for: Q(name) names this copy's functions,
  * Q_TARGET is their target attribute, Q_AVX2 picks 32-byte loads for the

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """HTTPS: the HTTP metrics from OpenSSL's plaintext (hooks/ssl.c), with a
 self-signed certificate made for the run (openssl req):
 

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Out of the program's way. A collector that accepts connections and never
 answers holds no fork back and costs an exit little, and what the processes
 recorded meanwhile is not lost: once the collector answers, every value of

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The Python adapter: pool waits of aiohttp and httpx as NeMo Gym defines
 them, from real clients under the real shim, checked at the OTLP sink
 against the clients' own ground truth (aiohttp's trace signals; for httpx,

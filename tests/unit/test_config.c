@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* nl_config_load and its value parsers, against a fake environment.
  *
  * Every test builds its own environment in a static table that fake_getenv
@@ -76,7 +77,7 @@ static void load(struct nl_config *cfg)
 	nl_config_load(cfg, fake_getenv, "myprog");
 }
 
-/* Every variable the README documents (and aliases). */
+/* Every variable docs/configuration.md documents (and aliases). */
 static const char *const ALL_VARS[] = {
 	"OTEL_SDK_DISABLED",
 	"NEMOLENS_ENABLED",

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The HTTP/1.x push parser (preload/http/h1.c): message exchanges whose
  * events were written by hand from RFC 9112, each fed whole, split in two at
  * every offset and one byte per call; several messages per call; both

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The metric registry: histogram bucketing, recording, snapshots, the
  * cardinality limit, delta temporality and resets.
  *

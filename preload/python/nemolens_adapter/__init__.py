@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The nemolens Python adapter: the connection pools of aiohttp and httpx, as
 NeMo Gym defines gym.http.connection_pool.connect_total (one per pool
 acquisition) and gym.http.connection_pool.queue_duration_ms (one sample per

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """aiohttp: connect_total and queue_duration_ms as NeMo Gym records them.
 
 One acquisition is one call of BaseConnector.connect, whether it reuses a

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """httpcore, the transport of httpx: connect_total and queue_duration_ms as
 NeMo Gym records them, async and sync.
 

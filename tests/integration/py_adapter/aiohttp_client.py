@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """An aiohttp client that saturates its pools in every way NeMo Gym's
 queue_duration_ms distinguishes, and prints what aiohttp's own trace
 signals saw of each queued acquisition (the ground truth) as JSON.

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """An HTTP/1.1 server on 127.0.0.1 (keep-alive) that holds every request for
 the number of milliseconds in its path (/hold/<ms>) before answering, so a
 client's pool stays busy for a time the test chooses. /to/<path> answers

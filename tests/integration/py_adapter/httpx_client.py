@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """An httpx client with a known schedule: N requests at once through a pool
 of M connections to a server that holds each for H ms, async and sync; and
 requests whose pool timeout ends while they wait. Prints what it did as
