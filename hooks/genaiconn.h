@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Model calls on a followed connection: the glue between the HTTP glue
  * (http.c), the GenAI body scanner (genai.h) and the GenAI metrics
  * (genaimetrics.h). Private to hooks/.

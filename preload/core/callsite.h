@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Call sites: which code opens the connections (DESIGN 13).
  *
  * Every connect() the socket layer counts is counted once more under the

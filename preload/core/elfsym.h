@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Function names from an ELF file's symbol tables: a pure unit, bytes in,
  * a name out, that knows nothing of the process it runs in (fuzzed on its
  * own, tests/fuzz/fuzz_elfsym.c).

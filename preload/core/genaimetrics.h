@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Model calls read from the bytes (genai.h): the GenAI semantic
  * conventions' instruments on both sides, NeMo Lens's on the server side,
  * and NeMo Gym's model-call set (gym.model_call.*) on the server side,

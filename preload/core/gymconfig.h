@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* NeMo Gym's own description of a server process. Gym's orchestrator starts
  * each server with NEMO_GYM_CONFIG_PATH set to the server's name and
  * NEMO_GYM_CONFIG_DICT holding the whole global configuration (YAML), where

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The RPC metrics of gRPC calls (rpc.server.call.duration,
  * rpc.client.call.duration) per the OpenTelemetry RPC semantic conventions,
  * recorded by the HTTP/2 glue in hooks/ as calls end.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Native stacks for the call sites (callsite.h): libunwind's fast path,
  * which modules a frame belongs to, and the name of a frame's function.
  *

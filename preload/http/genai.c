@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The GenAI body scanner (see genai.h).
  *
  * The JSON side is a push state machine over the bytes, with a stack of the

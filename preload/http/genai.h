@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* What an OpenAI-compatible or Anthropic exchange says of itself, read from
  * its body bytes as they pass: bytes in, fields out.
  *

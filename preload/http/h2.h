@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* HTTP/2 (RFC 9113) framing and streams as a push parser: bytes in, events
  * out, the HTTP/2 counterpart of h1.h.
  *

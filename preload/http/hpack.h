@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* HPACK (RFC 7541) header block decoding as a push decoder: bytes in,
  * header fields out, for the HTTP/2 follower (h2.h).
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Callgrind driver for the GenAI body scanner (preload/http/genai.c):
  * instructions per body byte.
  *

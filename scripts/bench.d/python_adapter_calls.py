@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The Python adapter's cost per request that gets a connection at once
 (scripts/bench section 9), counted by callgrind: instructions per request
 of a client fetching from a local aiohttp server (not under the shim) on a

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Fuzzes the ELF symbol reader of the call sites (preload/core/elfsym.c):
  * any bytes as a mapped file, looked up at addresses taken from the input. */
 #include <stdint.h>

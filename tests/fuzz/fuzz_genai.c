@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Fuzzes the GenAI body scanner (preload/http/genai.c) and checks that it
  * never reports a value that is not at one of its paths.
  *

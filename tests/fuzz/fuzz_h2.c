@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Fuzzes the HTTP/2 follower (preload/http/h2.c, hpack.c) and checks what
  * its events promise, not only that it does not crash.
  *

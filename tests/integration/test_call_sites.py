@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Call sites of connections (native programs): a program connects from
 functions it names, a known number of times each, under the shim; the OTLP
 sink must show each connection once under the function that made it, and

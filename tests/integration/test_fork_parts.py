@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """fork() while other threads hold the locks of the shim's parts.
 
 tests/programs/fork_parts first uses the parts in a chosen order (the NeMo

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Model calls read from the bytes, on both sides, with no code change.
 
 A vLLM-shaped stand-in (http_apps/vllm_standin.py: Starlette under uvicorn)

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """gRPC (HTTP/2 with prior knowledge) from the bytes, both sides under the shim.
 
 A grpcio server and a grpcio client (Debian's python3-grpcio, generic

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """A server started the way NeMo Gym's orchestrator starts one: its name in
 NEMO_GYM_CONFIG_PATH, the global configuration (YAML, as OmegaConf writes it)
 in NEMO_GYM_CONFIG_DICT, Gym's own switch for memory profiling, and no

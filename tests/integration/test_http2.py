@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """HTTP/2 from the bytes with real programs (h2c, prior knowledge).
 
 - h2load (nghttp2) against nghttpd under the shim, ten clients with ten

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Connections from known functions, so tests can compare the call sites the
  * shim names with the code that really connected.
  *

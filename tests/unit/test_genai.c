@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The GenAI body scanner (preload/http/genai.c): bodies and event streams
  * laid out as vLLM, OpenAI, the Responses API and Anthropic write them, each
  * fed whole, split in two at every offset, in three at many, and one byte

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The HTTP/2 follower (preload/http/h2.c) and its HPACK decoder
  * (preload/http/hpack.c): every example of RFC 7541 Appendix C, whole,
  * split in two at every offset and one byte per call; connections recorded

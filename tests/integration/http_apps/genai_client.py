@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The client side of the model-call tests: aiohttp without streaming (as
 NeMo Gym's model server calls vLLM), then httpx streaming (as the openai SDK
 does), against the stand-in at argv[1] (base URL). Prints one JSON line:

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """A grpcio server or client with generic handlers (no generated code).
 
 server PORT: serves demo.Echo/Unary (the request names the status to end

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """A small ASGI app for hypercorn: 404 under /missing, else 200 with "ok:"
 and the request body."""
 

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """A model server shaped like vLLM's OpenAI-compatible one (and Anthropic's
 /v1/messages), for the model-call tests: /v1/chat/completions,
 /v1/completions, /v1/responses, /v1/messages, streaming or not.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* A shared library of the call-site test: connects on behalf of its caller,
  * the way a client library the program links would. */
 #include <arpa/inet.h>
