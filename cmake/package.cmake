@@ -5,9 +5,8 @@
 # adapter, the dashboards, the docs), installed under /usr.
 #
 # Depends: what dpkg-shlibdeps finds in the ELF files, plus libcurl's runtime
-# package, which the export module opens with dlopen (exporter/curl_dl.c), and
-# libunwind's, which the call sites open with dlopen (preload/core/unwind.c);
-# no ELF file names either. Nothing is activated on install: no maintainer
+# package, which the export module opens with dlopen (exporter/curl_dl.c) and
+# which no ELF file names. Nothing is activated on install: no maintainer
 # scripts touch /etc/ld.so.preload (docs/install.md).
 
 # Files Debian wants in every package's doc directory.
@@ -47,9 +46,8 @@ set(CPACK_DEBIAN_FILE_NAME DEB-DEFAULT)
 set(CPACK_DEBIAN_PACKAGE_SECTION devel)
 set(CPACK_DEBIAN_PACKAGE_PRIORITY optional)
 set(CPACK_DEBIAN_PACKAGE_SHLIBDEPS ON)
-# libcurl.so.4 and libunwind.so.8 are opened with dlopen: dpkg-shlibdeps
-# cannot see them.
-set(CPACK_DEBIAN_PACKAGE_DEPENDS "libcurl4, libunwind8")
+# libcurl.so.4 is opened with dlopen: dpkg-shlibdeps cannot see it.
+set(CPACK_DEBIAN_PACKAGE_DEPENDS "libcurl4")
 # The shlibs entry of the public libnemolens.so.0 (so packages linked with it
 # depend on this one), and the ldconfig trigger Debian wants for libraries in
 # the loader's directories.

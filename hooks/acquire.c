@@ -3,7 +3,6 @@
 
 #include <errno.h>
 
-#include "callsite.h"
 #include "check.h"
 #include "clock.h"
 #include "connmetrics.h"
@@ -139,7 +138,6 @@ int nl_acq_connect(int fd, const struct sockaddr *addr, socklen_t len, enum nl_f
 	/* Kicked before anything is written: the first record makes the segment
 	 * (state.h). */
 	nl_runtime_kick();
-	nl_callsite_connect(fd, what);
 	if (r == 0 || (err != EINPROGRESS && err != EINTR) || !e) {
 		nl_conn_attempt(what);   /* finished inside the call, either way: no wait to record */
 		if (r == 0 && follow && e)

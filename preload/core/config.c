@@ -593,26 +593,6 @@ NL_LOAD_PATH static void load_http(struct nl_config *cfg, const struct env *e)
 		nl_utf8_sanitize(cfg->genai_provider);
 }
 
-/* Call sites of connections (callsite.h). */
-NL_LOAD_PATH static void load_call_sites(struct nl_config *cfg, const struct env *e)
-{
-	static const char *const names[] = { "NEMOLENS_CALL_SITES", NULL };
-	bool on;
-	cfg->call_sites = true;
-	if (env_bool(e, names, &on))
-		cfg->call_sites = on;
-	cfg->call_site_limit = 64;
-	const char *v = env_get(e, "NEMOLENS_CALL_SITE_LIMIT");
-	if (v) {
-		long n;
-		if (nl_parse_ms(v, &n) == 0 && n >= 1 && n <= 256)
-			cfg->call_site_limit = n;
-		else
-			invalid("NEMOLENS_CALL_SITE_LIMIT", v, "a number from 1 to 256");
-	}
-	cfg->call_site_skip = env_keep(cfg, e, "NEMOLENS_CALL_SITE_SKIP");
-}
-
 /* NEMOLENS_ADOPT and the leftovers' age limit (docs/export.md). */
 NL_LOAD_PATH static void load_adopt(struct nl_config *cfg, const struct env *e)
 {
@@ -764,7 +744,6 @@ NL_LOAD_PATH void nl_config_load(struct nl_config *cfg, nl_getenv_fn get, const 
 	if ((cfg->server_type = keep_str(cfg, v)))
 		nl_utf8_sanitize(cfg->server_type);
 	load_http(cfg, &e);
-	load_call_sites(cfg, &e);
 	load_adopt(cfg, &e);
 }
 
@@ -774,7 +753,7 @@ void nl_config_free(struct nl_config *cfg)
 			    cfg->gym_verify_route, cfg->endpoint, cfg->ca_file, cfg->client_key,
 			    cfg->client_cert, cfg->service_name, cfg->server_name, cfg->server_type,
 			    cfg->destinations, cfg->console_path, cfg->log_path, cfg->runtime_dir,
-			    cfg->genai_paths, cfg->genai_provider, cfg->call_site_skip };
+			    cfg->genai_paths, cfg->genai_provider };
 	for (size_t i = 0; i < sizeof strings / sizeof *strings; i++)
 		drop(cfg, strings[i]);
 	nl_free_kv_list(cfg->headers, cfg->n_headers);   /* n is 0 without a table */

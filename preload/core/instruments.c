@@ -151,11 +151,6 @@ const struct nl_inst_def nl_inst_defs[NL_N_INST] = {
 			       "New connections (connect calls) per destination server, in processes whose "
 			       "connect_total counts pool acquisitions",
 			       NL_COUNTER, NULL, 0, true },
-	/* The connect() calls of connect_total once more, per the code that made
-	 * them (callsite.h); Gym's instrument keeps its own attributes. */
-	[NL_I_CALL_SITE_ATTEMPTS] = { "nemo.lens.connection.call_site.attempts", "{connection}",
-				      "Connection attempts (connect calls) per destination server and the code that made them",
-				      NL_COUNTER, NULL, 0, true },
 	/* Same name, unit and kind as the memory sampler's registration. */
 	[NL_I_GYM_SERVERS_ACTIVE] = { "gym.servers.active", "", "Number of active Gym servers.", NL_GAUGE_INT, NULL, 0,
 				   true },

@@ -306,8 +306,9 @@ static _Atomic size_t static_room_used;
 size_t nl_registry_reserve_static(size_t n)
 {
 	NL_ASSERT_NOT_IN_HOOK();
-	/* Each kind of hook series (HTTP, call sites) adds its own room. */
-	atomic_fetch_add(&static_room_n, n);
+	size_t expected = 0;
+	if (n && !atomic_compare_exchange_strong(&static_room_n, &expected, n))
+		return expected;
 	return n;
 }
 

@@ -32,9 +32,8 @@ struct nl_instrument *nl_instrument_get(const char *name, const char *unit, cons
  * May allocate and lock: never call from a hook. */
 struct nl_series *nl_series_get(struct nl_instrument *inst, const struct nl_attr *attrs, size_t n);
 
-/* Makes ready room for n more series that hooks may create
- * (nl_series_add_static). From the first record; may allocate. Returns the
- * room added. */
+/* Makes ready room for n series that hooks may create (nl_series_add_static).
+ * From the constructor; may allocate. Returns the room reserved. */
 size_t nl_registry_reserve_static(size_t n);
 /* Creates a series with these attributes without locking or allocating, from
  * the room reserved above: for hooks, which meet attribute sets only as they

@@ -28,7 +28,6 @@
 
 #include "check.h"
 #include "clock.h"
-#include "callsite.h"
 #include "config.h"
 #include "connmetrics.h"
 #include "dest.h"
@@ -452,7 +451,6 @@ static void prepare_recording(void)
 		nl_httpmetrics_register();
 		nl_genaimetrics_register();
 		nl_rpcmetrics_register();
-		nl_callsite_register();
 		nl_hooks_bypass = saved;
 		registered = true;
 	}
@@ -733,7 +731,6 @@ static void forget_parent(bool recorded)
 	transport = NULL;
 	exit_transport = NULL;
 	nl_memsampler_atfork_child();
-	nl_callsite_atfork_child();
 	start_unix_ns = 0;
 	resource_made = false;
 	owner_pid = getpid();
@@ -816,7 +813,6 @@ NL_LOAD_PATH bool nl_runtime_load(void)
 	registered = false;
 	nl_httpmetrics_init(&cfg);
 	nl_genaimetrics_init(&cfg);
-	nl_callsite_configure(&cfg);
 	nl_memsampler_init(&cfg);
 	/* nemolens-run reads segments as they are (cumulative values) and
 	 * samples memory for them (memsampler.h), to its own collector. */

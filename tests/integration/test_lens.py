@@ -28,7 +28,6 @@ BUILD = os.path.dirname(os.path.abspath(harness.BIN))
 EXAMPLE = os.path.join(BUILD, "examples", "nemolens_example")
 EXAMPLES_SRC = os.path.join(os.path.abspath(harness.SRC), "examples")
 CONNECT_TOTAL = "gym.http.connection_pool.connect_total"
-CALL_SITES = "nemo.lens.connection.call_site.attempts"
 DURATION_S_BOUNDS = [0.01, 0.02, 0.04, 0.08, 0.16, 0.32, 0.64, 1.28, 2.56, 5.12, 10.24, 20.48, 40.96, 81.92]
 TOKEN_BOUNDS = [1, 4, 16, 64, 256, 1024, 4096, 16384, 65536, 262144, 1048576, 4194304, 16777216, 67108864]
 GYM_BOUNDS = [100, 250, 500, 1000, 2500, 5000, 10000, 30000, 60000, 120000, 300000, 600000, 1200000, 1800000,
@@ -115,7 +114,7 @@ class LensTestCase(unittest.TestCase):
                 for rm in req.resource_metrics:
                     for sm in rm.scope_metrics:
                         self.assertEqual(sm.scope.name, "nemo.lens")
-        unexpected = lens_metric_names(sink) - set(EXAMPLE_UNITS) - {CONNECT_TOTAL, CALL_SITES}
+        unexpected = lens_metric_names(sink) - set(EXAMPLE_UNITS) - {CONNECT_TOTAL}
         self.assertEqual(unexpected, set())
 
 

@@ -531,8 +531,8 @@ class NothingLost(harness.ShimTestCase):
 
     # ---- NEMOLENS_ADOPT=fold -----------------------------------------------
 
-    def series_at_sink(self, name="gym.http.connection_pool.connect_total"):
-        """Distinct (resource, attributes) of metric NAME: what a backend stores."""
+    def series_at_sink(self):
+        """Distinct (resource, metric, attributes): what a backend stores."""
         series = set()
         with self.sink.lock:
             for req in self.sink.requests:
@@ -540,8 +540,6 @@ class NothingLost(harness.ShimTestCase):
                     res = frozenset((a.key, str(a.value)) for a in rm.resource.attributes)
                     for sm in rm.scope_metrics:
                         for m in sm.metrics:
-                            if m.name != name:
-                                continue
                             for pt in getattr(m, m.WhichOneof("data")).data_points:
                                 series.add((res, m.name, frozenset((a.key, str(a.value)) for a in pt.attributes)))
         return len(series)

@@ -137,9 +137,6 @@ static const char *const ALL_VARS[] = {
 	"NEMOLENS_LOG_LEVEL",
 	"NEMOLENS_LOG_PATH",
 	"NEMOLENS_OUTERMOST_PID",
-	"NEMOLENS_CALL_SITES",
-	"NEMOLENS_CALL_SITE_LIMIT",
-	"NEMOLENS_CALL_SITE_SKIP",
 	"NEMOLENS_ADOPT",
 	"NEMOLENS_LEFTOVER_MAX_AGE_S",
 	"XDG_RUNTIME_DIR",
@@ -297,32 +294,6 @@ Test(config, reads_exactly_the_documented_variables)
 			read |= strcmp(queried[i], ALL_VARS[k]) == 0;
 		cr_assert(read, "%s is never read", ALL_VARS[k]);
 	}
-}
-
-Test(config, call_sites)
-{
-	struct nl_config c;
-	load(&c);
-	cr_assert(c.call_sites, "call sites are on by default");
-	cr_assert_eq(c.call_site_limit, 64);
-	cr_assert_null(c.call_site_skip, "the default list of networking libraries");
-	nl_config_free(&c);
-
-	env_set("NEMOLENS_CALL_SITES", "off");
-	env_set("NEMOLENS_CALL_SITE_LIMIT", "256");
-	env_set("NEMOLENS_CALL_SITE_SKIP", "libcurl,libmyrpc");
-	load(&c);
-	cr_assert_not(c.call_sites);
-	cr_assert_eq(c.call_site_limit, 256);
-	cr_assert_str_eq(c.call_site_skip, "libcurl,libmyrpc");
-	nl_config_free(&c);
-
-	env_set("NEMOLENS_CALL_SITES", "maybe");
-	env_set("NEMOLENS_CALL_SITE_LIMIT", "257");
-	load(&c);
-	cr_assert(c.call_sites, "an invalid value keeps the default");
-	cr_assert_eq(c.call_site_limit, 64, "an invalid limit keeps the default");
-	nl_config_free(&c);
 }
 
 Test(config, http_defaults_and_values)
