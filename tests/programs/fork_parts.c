@@ -12,11 +12,13 @@
  * Then one thread records inference values with a new model name each time
  * (the meter's lock, then the registry's), another connects to the listener
  * again and again (the hooks, the registry), and the main thread forks FORKS
- * times; each child records once, connects once and exits. Prints "forks N"
- * when every child was reaped; a deadlock shows as a hang. */
+ * times; each child records once, connects once and exits. Prints "forks N",
+ * the children reaped, and on stderr any child that did not exit 0; a
+ * deadlock shows as a hang. */
 #include <nemolens.h>
 
 #include <arpa/inet.h>
+#include <errno.h>
 #include <netinet/in.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -139,10 +141,16 @@ int main(int argc, char **argv)
 			_exit(0);
 		}
 		int status;
-		if (waitpid(pid, &status, 0) == pid && WIFEXITED(status) && WEXITSTATUS(status) == 0)
+		pid_t w;
+		while ((w = waitpid(pid, &status, 0)) < 0 && errno == EINTR)
+			;
+		if (w < 0)
+			fprintf(stderr, "waitpid: %s\n", strerror(errno));
+		if (w == pid) {
 			reaped++;
-		else
-			fprintf(stderr, "fork_parts: child %d: status %#x\n", (int)pid, status);
+			if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
+				fprintf(stderr, "fork_parts: child %d: status %#x\n", (int)pid, status);
+		}
 	}
 	atomic_store(&stop, true);
 	pthread_join(rec, NULL);
