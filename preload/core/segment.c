@@ -503,6 +503,8 @@ static bool own_copy(void)
 		return false;
 	}
 	memcpy(p, nl_seg_base, used);
+	atomic_store(&((struct nl_seg_header *)p)->used, used);
+	nl_registry_mend_copy(p, used);
 	if (!replace_mapping(p, capacity))
 		return false;
 	mode = MODE_ANON;
@@ -528,11 +530,18 @@ static bool to_file(void)
 		used = size;
 	struct nl_seg_header fresh = *h;
 	fresh_header(&fresh);
+	/* A fork child copies its parent's file while the parent's threads go
+	 * on writing it: the copy holds [0, used), and what lies past it is the
+	 * parent's alone (nl_registry_mend_copy). */
+	if (inherited)
+		atomic_store(&fresh.used, used);
 	int dfd = open_dir();
 	void *p = dfd >= 0 ? new_file(dfd, size, capacity, &fresh, nl_seg_base, used) : MAP_FAILED;
 	if (dfd >= 0)
 		close(dfd);
 	bool ok = p != MAP_FAILED;
+	if (ok && inherited)
+		nl_registry_mend_copy(p, used);
 	if (ok) {
 		mode = MODE_FILE;
 		if (!replace_mapping(p, capacity)) {
