@@ -634,9 +634,12 @@ static __attribute__((noinline)) const char *load_gym(struct nl_config *cfg, con
 	static const char *const per_server[] = { "NEMO_GYM_OTEL_SERVICE_NAME_PER_SERVER", NULL };
 	gym_type[0] = '\0';
 	size_t n = strnlen(name, GYM_NAME_MAX);
-	for (size_t i = 0; i < n; i++)
-		if ((unsigned char)name[i] < 0x20 || name[i] == 0x7f)
-			n = GYM_NAME_MAX;
+	for (size_t i = 0; i < n; i++) {
+		if ((unsigned char)name[i] < 0x20 || name[i] == 0x7f) {
+			n = GYM_NAME_MAX;   /* refused below; and no byte past the name is read */
+			break;
+		}
+	}
 	if (n >= GYM_NAME_MAX) {
 		invalid("NEMO_GYM_CONFIG_PATH", name, "a server name (at most 255 characters)");
 		return NULL;
