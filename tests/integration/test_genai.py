@@ -38,6 +38,7 @@ from http_apps import tlsapps  # noqa: E402
 PY = "/usr/bin/python3"
 FIRST_DELAY = 0.3
 SERVER, CLIENT, CURL = "genai-server", "genai-client", "genai-curl"
+SANITIZED = bool(os.environ.get("NL_SANITIZER_RUNTIME"))
 
 
 def sums(reqs, name, *keys):
@@ -68,9 +69,14 @@ class ModelCalls(unittest.TestCase):
         assert out.returncode == 0, out.stderr[-3000:]
         cls.client = json.loads(out.stdout.strip().splitlines()[-1])
         body = json.dumps({"model": "policy-c", "messages": [{"role": "user", "content": "curl"}], "max_tokens": 2})
+        # In a sanitizer build curl runs without the shim: the sanitizer's
+        # runtime cannot start in curl (libp11-kit's constructor calls
+        # newlocale before it, whose malloc then starts the runtime under
+        # glibc's locale lock, and it deadlocks on that lock). The server still
+        # sees its call; its client side is checked in the plain build.
+        curl_env = hc.plain_env() if SANITIZED else hc.shim_env(cls.sink.url, OTEL_SERVICE_NAME=CURL)
         subprocess.run(["curl", "-sS", "--http1.1", "-o", "/dev/null", "-H", "Content-Type: application/json", "-d",
-                        body, *curl_tls, base + "/v1/chat/completions"],
-                       env=hc.shim_env(cls.sink.url, OTEL_SERVICE_NAME=CURL), check=True, timeout=60)
+                        body, *curl_tls, base + "/v1/chat/completions"], env=curl_env, check=True, timeout=60)
         time.sleep(0.5)     # the walked-away stream's end on the server
         cls.server.stop()
         reqs = hc.all_requests(cls.sink)
@@ -98,8 +104,9 @@ class ModelCalls(unittest.TestCase):
             ("chat", "claude-a", None): 1, ("chat", "missing", "404"): 1, ("chat", "policy-b", None): 3,
             ("chat", "claude-b", None): 1, ("chat", "explode", "InternalServerError"): 1,
             ("chat", "policy-b", "connection_closed"): 1})
-        self.assertEqual(hc.counts_by(self.curl, "gen_ai.client.operation.duration", "gen_ai.request.model",
-                                      "server.address"), {("policy-c", "127.0.0.1"): 1})
+        if not SANITIZED:
+            self.assertEqual(hc.counts_by(self.curl, "gen_ai.client.operation.duration", "gen_ai.request.model",
+                                          "server.address"), {("policy-c", "127.0.0.1"): 1})
 
     TOKENS = {
         ("chat", "policy-a", "input"): (4, 21), ("chat", "policy-a", "output"): (4, 27),
