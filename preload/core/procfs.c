@@ -277,9 +277,12 @@ static char *declared_name(const char *buf, size_t len)
 		/* A server NeMo Gym's orchestrator started: its name, when it is
 		 * one (config.c's rule: under 256 bytes, no control character). */
 		size_t n = strnlen(v, 256);
-		for (size_t i = 0; i < n; i++)
-			if ((unsigned char)v[i] < 0x20 || v[i] == 0x7f)
+		for (size_t i = 0; i < n; i++) {
+			if ((unsigned char)v[i] < 0x20 || v[i] == 0x7f) {
 				n = 256;
+				break;
+			}
+		}
 		if (n >= 256) {
 			free(v);
 			v = NULL;
