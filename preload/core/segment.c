@@ -828,7 +828,9 @@ static void remove_name(void)
 		memcpy(path + d + 1, own_name, n + 1);
 		unlink(path);
 	}
-	own_name[0] = 0;
+	/* Atomic: the exporter thread may be claiming leftovers meanwhile
+	 * (nl_seg_claim reads this byte to skip this process's own file). */
+	__atomic_store_n(&own_name[0], 0, __ATOMIC_RELAXED);
 }
 
 void nl_seg_remove(void)
@@ -1135,7 +1137,8 @@ size_t nl_seg_claim(uint64_t key, uint64_t max_age_ns, bool thorough, struct nl_
 		const char *name = e->d_name;
 		if (name[0] == '.' && (!name[1] || (name[1] == '.' && !name[2])))
 			continue;
-		if (strlen(name) >= sizeof out->name || (own_name[0] && strcmp(name, own_name) == 0))
+		char own0 = __atomic_load_n(&own_name[0], __ATOMIC_RELAXED);
+		if (strlen(name) >= sizeof out->name || (own0 && name[0] == own0 && strcmp(name + 1, own_name + 1) == 0))
 			continue;
 		uint64_t k = 0;
 		long pid = 0;
