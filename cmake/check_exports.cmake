@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # After each link of libnemolens_preload.so: every function that a file in
 # hooks/ defines with NL_EXPORT is a dynamic symbol of the .so. A hook left
 # out of preload/base/interposed.h would be made local by the version script

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # Generates the protobuf-c code for the OTLP metrics service from the .proto
 # files of Debian's opentelemetry-proto package. protoc-c 1.4 rejects proto3
 # `optional` fields, so each one is rewritten to the single-field oneof that

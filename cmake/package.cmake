@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # The Debian package: `cmake --build build --target package` writes
 # build/nemolens_<version>_<arch>.deb with every install() rule of the project
 # (the shim and its export module, libnemolens.so, header and nemolens.pc, nemolens-run, the Python
@@ -5,8 +6,8 @@
 #
 # Depends: what dpkg-shlibdeps finds in the ELF files, plus libcurl's runtime
 # package, which the export module opens with dlopen (exporter/curl_dl.c) and
-# which no ELF file names. Nothing is activated on install: no maintainer scripts touch
-# /etc/ld.so.preload (README, "Install").
+# which no ELF file names. Nothing is activated on install: no maintainer
+# scripts touch /etc/ld.so.preload (docs/install.md).
 
 # Files Debian wants in every package's doc directory.
 set(NL_DEB_DOC ${CMAKE_CURRENT_BINARY_DIR}/debian-doc)

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # cmake -DIN=x.proto -DOUT=y.proto -P rewrite_optional.cmake
 # `optional T name = N;`  ->  `oneof _name { T name = N; }`
 file(READ ${IN} text)

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Records NeMo Lens inference, RL and Gym metrics from C.
  *
  * Build against an installed copy:

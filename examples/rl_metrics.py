@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: Apache-2.0
 """Record NeMo Lens RL metrics from Python through the shim, with ctypes only.
 
 Run under the preload; nothing is installed or linked:

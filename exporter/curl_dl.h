@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* libcurl, loaded on first use.
  *
  * Linking libcurl would map it and its ~30 dependencies (TLS, SSH, LDAP,

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The exporter: a snapshot in, bytes out, bytes sent.
  *
  * Encoders turn an nl_snapshot into an OTLP ExportMetricsServiceRequest,

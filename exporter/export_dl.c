@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The exporter as libnemolens_preload.so sees it (export.h): each entry
  * point opens the export module (module.h) the first time one needs it,
  * and calls through its table. Until then the process has loaded nothing of

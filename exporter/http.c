@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* OTLP/HTTP transport over libcurl.
  *
  * We run inside someone else's process, so the transport must never raise a

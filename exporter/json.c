@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Snapshot -> one line of OTLP/JSON.
  *
  * Follows the protobuf JSON mapping as OTLP/JSON specifies it: lowerCamelCase

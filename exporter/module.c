@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The one symbol of libnemolens_export.so (module.h): the exporter's entry
  * points, and the log line of the shim that opened the module. */
 #include "module.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The export module: libnemolens_export.so, the exporter (export.h) with
  * protobuf-c, zlib and, through them, libcurl, in a library of its own.
  *

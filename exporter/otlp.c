@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Snapshot -> protobuf ExportMetricsServiceRequest.
  *
  * The protobuf-c message tree is built in a private arena: one export makes

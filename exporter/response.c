@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Reading what a collector answers: error messages, Retry-After. Everything
  * here parses bytes from the network, so it is fuzzed (tests/fuzz). */
 #include "response.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Parsers for what a collector sends back. */
 #ifndef NL_RESPONSE_H
 #define NL_RESPONSE_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 #include "acquire.h"
 
 #include <errno.h>
@@ -110,7 +111,7 @@ static __attribute__((noinline)) void recheck(int fd, int result, int err)
 static __attribute__((noinline)) void start_pending(struct nl_fd *e, int what, unsigned long long t0_ns,
 						    enum nl_fd_http follow)
 {
-	e->dest = (int16_t)what;
+	__atomic_store_n(&e->dest, (int16_t)what, __ATOMIC_RELAXED);   /* the fd may be another thread's a moment ago */
 	e->start_ns = t0_ns;
 	nl_fd_start_connecting(e, follow);
 	nl_conn_attempt(what);

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Connection acquisitions: the state machine behind the connection metrics.
  *
  * An acquisition is one connect() on a stream socket to a counted

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* getaddrinfo: the original, plus noting what the program resolved for the
  * hostnames that destination rules name (the shim does no DNS of its own). */
 #include <netdb.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 #ifndef NL_EXPORT_SYM_H
 #define NL_EXPORT_SYM_H
 /* Interposed libc functions and the public API are the only symbols the .so

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 #include "fdtable.h"
 
 #include <errno.h>
@@ -94,7 +95,9 @@ void nl_fd_track_followed(struct nl_fd *e, enum nl_fd_http side, int dest)
 {
 	/* nl_fd_track's stop and nl_fd_http_start's start in one exchange of
 	 * the watch byte: following before and after, the count stays. */
-	e->dest = (int16_t)dest;
+	/* Atomic: the entry of a reused fd number was another thread's a
+	 * moment ago, with no lock between the two. */
+	__atomic_store_n(&e->dest, (int16_t)dest, __ATOMIC_RELAXED);
 	uint8_t old = atomic_load_explicit(&e->watch, memory_order_relaxed), want;
 	do
 		want = (uint8_t)((old & ~(NL_WATCH_HTTP | NL_WATCH_FED | NL_WATCH_INIT)) | side);

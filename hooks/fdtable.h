@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Per-fd socket state, kept in a table indexed by fd.
  *
  * The table has two levels: a fixed array of chunk pointers and chunks of

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 #include "http.h"
 #include "httpconn.h"
 
@@ -10,7 +11,10 @@
 #include "check.h"
 #include "clock.h"
 #include "dest.h"
+#include "genaiconn.h"
+#include "genaimetrics.h"
 #include "h1.h"
+#include "http2.h"
 #include "httpmetrics.h"
 #include "route.h"
 
@@ -136,6 +140,8 @@ static __attribute__((noinline)) void finish(struct nl_http_feed *f, unsigned sl
 		};
 		nl_http_client_done(&x);
 	}
+	if (p->genai)
+		nl_genai_conn_finish(f, slot, status, p->start_us, duration_ns);
 }
 
 /* Malformed or contended: requests counted as active stop counting, and
@@ -144,10 +150,15 @@ static __attribute__((noinline)) void drop_open(struct nl_httpconn *c)
 {
 	/* Looked at first: at a connection's end its slots are mostly closed,
 	 * and a load is no locked instruction. */
-	for (unsigned s = 0; s < NL_H1_PIPELINE; s++)
-		if (atomic_load_explicit(&c->open[s], memory_order_relaxed) &&
-		    (atomic_exchange(&c->open[s], 0) & NL_SLOT_COUNTED) && c->side == NL_HTTP_SERVER)
+	for (unsigned s = 0; s < NL_H1_PIPELINE; s++) {
+		if (!atomic_load_explicit(&c->open[s], memory_order_relaxed))
+			continue;
+		uint8_t open = atomic_exchange(&c->open[s], 0);
+		if ((open & NL_SLOT_COUNTED) && c->side == NL_HTTP_SERVER)
 			nl_http_server_ended(c->slots[s].method, c->flags & NL_HTTPCONN_TLS, (int)c->slots[s].name - 2);
+		if (open && c->slots[s].genai)
+			nl_genai_conn_drop(c, s);
+	}
 }
 
 /* A client request's Host header: server.address and server.port; over TLS
@@ -157,7 +168,7 @@ static __attribute__((noinline)) void drop_open(struct nl_httpconn *c)
  * connection sends the same Host with every request, and finding its id
  * again (a hash, a case-insensitive compare, the destination rules by name)
  * costs several times the key. */
-static __attribute__((noinline)) void request_host(struct nl_httpconn *c, const char *host, size_t n)
+__attribute__((noinline)) void nl_http_request_host(struct nl_httpconn *c, const char *host, size_t n)
 {
 	uint32_t key = nl_bytes_key(host, n);
 	if (key == c->host_key)
@@ -203,6 +214,12 @@ static __attribute__((noinline)) void request_line(struct nl_http_feed *f, const
 		if (c->side == NL_HTTP_SERVER)
 			p->route = (int16_t)nl_http_route(ev->target, ev->target_len, ev->target_truncated);
 	}
+	enum nl_genai_op op = nl_genai_target_op(ev->target, ev->target_len);
+	p->genai = 0;
+	if (__builtin_expect(op != NL_GENAI_OP_NONE, 0) && !ev->target_truncated && nl_genai_conn_begin(c, slot, op)) {
+		p->genai = 1;
+		nl_h1_tap(&c->h1);
+	}
 	/* release: the fields above before a response's finish reads them */
 	atomic_store_explicit(&c->open[slot], NL_SLOT_OPEN, memory_order_release);
 }
@@ -228,7 +245,7 @@ static int server_name(const char *host, size_t n, uint32_t key)
  * connection's last Host value when the same. The response may already have
  * ended it (a server answering before the head is read): then it is not
  * counted after all. */
-static __attribute__((noinline)) void server_head(struct nl_httpconn *c, unsigned slot, const char *host, size_t n)
+int nl_http_conn_name(struct nl_httpconn *c, const char *host, size_t n)
 {
 	int name = NL_HTTP_NAME_NONE;
 	if (host) {
@@ -241,6 +258,12 @@ static __attribute__((noinline)) void server_head(struct nl_httpconn *c, unsigne
 			atomic_store_explicit(&c->host, (int16_t)name, memory_order_relaxed);
 		}
 	}
+	return name;
+}
+
+static __attribute__((noinline)) void server_head(struct nl_httpconn *c, unsigned slot, const char *host, size_t n)
+{
+	int name = nl_http_conn_name(c, host, n);
 	struct pending *p = &c->slots[slot];
 	bool tls = c->flags & NL_HTTPCONN_TLS;
 	p->name = (uint8_t)(name + 2);
@@ -266,12 +289,17 @@ void nl_http_on_event(void *ctx, const struct nl_h1_event *ev)
 		if (c->side == NL_HTTP_SERVER)
 			server_head(c, ev->slot % NL_H1_PIPELINE, ev->host, ev->host_len);
 		else if (ev->host)
-			request_host(c, ev->host, ev->host_len);
+			nl_http_request_host(c, ev->host, ev->host_len);
 		break;
 	case NL_H1_REQ_END:     /* a request without body folds it into REQ_HEAD: its 0 is set */
 		atomic_store_explicit(&c->slots[ev->slot % NL_H1_PIPELINE].request_body,
 				      ev->body_size > UINT32_MAX ? UINT32_MAX : (uint32_t)ev->body_size,
 				      memory_order_relaxed);
+		if (c->slots[ev->slot % NL_H1_PIPELINE].genai)
+			nl_genai_conn_request_end(c, ev->slot % NL_H1_PIPELINE);
+		break;
+	case NL_H1_BODY:        /* only a model call's (nl_h1_tap) */
+		nl_genai_conn_body(f, ev);
 		break;
 	case NL_H1_RESP_HEAD:
 		break;
@@ -312,7 +340,7 @@ static __attribute__((noinline)) int set_up(struct nl_httpconn *c)
 		atomic_store_explicit(&c->fed, 2, memory_order_release);
 		return 2;
 	}
-	while (atomic_load_explicit(&c->fed, memory_order_acquire) != 2)
+	while (atomic_load_explicit(&c->fed, memory_order_acquire) < 2)
 		;
 	return 1;
 }
@@ -324,7 +352,7 @@ static inline int claim_conn(struct nl_httpconn *c, enum nl_h1_dir dir)
 		drop_open(c);
 		return 0;
 	}
-	if (atomic_load_explicit(&c->fed, memory_order_acquire) != 2)
+	if (atomic_load_explicit(&c->fed, memory_order_acquire) < 2)
 		return set_up(c);
 	return 1;
 }
@@ -364,8 +392,13 @@ void nl_http_bytes_slow(struct nl_fd *e, int fd, int out, const void *buf, size_
 	struct nl_httpconn *c = claim(e, fd, out, &dir);
 	if (!c)
 		return;
-	struct nl_http_feed f = { .c = c, .now_ns = t0_ns };
-	bool active = nl_h1_feed(&c->h1, dir, buf, n, nl_http_on_event, &f);
+	bool active;
+	if (nl_http2_followed(c)) {
+		active = nl_http2_feed(c, dir, buf, n, t0_ns);
+	} else {
+		struct nl_http_feed f = { .c = c, .now_ns = t0_ns };
+		active = nl_h1_feed(&c->h1, dir, buf, n, nl_http_on_event, &f) || nl_http2_switch(c, dir, buf, n, t0_ns);
+	}
 	unclaim(e, c, dir, active);
 }
 
@@ -378,11 +411,16 @@ void nl_http_iov(struct nl_fd *e, int fd, int out, const struct iovec *iov, size
 	if (!c)
 		return;
 	struct nl_http_feed f = { .c = c, .now_ns = t0_ns };
-	bool active = true;
+	bool active = true, h2 = nl_http2_followed(c);
 	for (size_t i = 0; i < iovcnt && n > 0 && active; i++) {
 		size_t k = iov[i].iov_len < n ? iov[i].iov_len : n;
-		if (k)
+		if (k && h2) {
+			active = nl_http2_feed(c, dir, iov[i].iov_base, k, t0_ns);
+		} else if (k) {
 			active = nl_h1_feed(&c->h1, dir, iov[i].iov_base, k, nl_http_on_event, &f);
+			if (!active)
+				active = h2 = nl_http2_switch(c, dir, iov[i].iov_base, k, t0_ns);
+		}
 		n -= k;
 	}
 	unclaim(e, c, dir, active);
@@ -396,7 +434,7 @@ void nl_http_opaque(struct nl_fd *e, int fd, int out, size_t n)
 	if (!c)
 		return;
 	struct nl_http_feed f = { .c = c };
-	bool active = nl_h1_feed_opaque(&c->h1, dir, n, nl_http_on_event, &f);
+	bool active = !nl_http2_followed(c) && nl_h1_feed_opaque(&c->h1, dir, n, nl_http_on_event, &f);
 	unclaim(e, c, dir, active);
 }
 
@@ -422,7 +460,9 @@ void nl_http_release(int fd)
 	 * conn may still hold the fd's previous connection). */
 	if (atomic_load_explicit(&e->watch, memory_order_acquire) & NL_WATCH_FED) {
 		struct nl_http_feed f = { .c = c };
-		if (nl_h1_active(&c->h1))
+		if (nl_http2_followed(c))
+			nl_http2_end(c);
+		else if (nl_h1_active(&c->h1))
 			nl_h1_close(&c->h1, nl_http_on_event, &f);
 		drop_open(c);
 	}
@@ -460,8 +500,13 @@ bool nl_httpconn_bytes(struct nl_httpconn *c, int out, const void *buf, size_t n
 	enum nl_h1_dir dir = conn_dir(c, out);
 	if (!claim_conn(c, dir))
 		return false;
-	struct nl_http_feed f = { .c = c, .now_ns = t0_ns };
-	bool active = nl_h1_feed(&c->h1, dir, buf, n, nl_http_on_event, &f);
+	bool active;
+	if (nl_http2_followed(c)) {
+		active = nl_http2_feed(c, dir, buf, n, t0_ns);
+	} else {
+		struct nl_http_feed f = { .c = c, .now_ns = t0_ns };
+		active = nl_h1_feed(&c->h1, dir, buf, n, nl_http_on_event, &f) || nl_http2_switch(c, dir, buf, n, t0_ns);
+	}
 	atomic_store_explicit(&c->busy[dir], 0, memory_order_release);
 	return active;
 }
@@ -472,7 +517,7 @@ bool nl_httpconn_opaque(struct nl_httpconn *c, int out, size_t n)
 	if (!claim_conn(c, dir))
 		return false;
 	struct nl_http_feed f = { .c = c };
-	bool active = nl_h1_feed_opaque(&c->h1, dir, n, nl_http_on_event, &f);
+	bool active = !nl_http2_followed(c) && nl_h1_feed_opaque(&c->h1, dir, n, nl_http_on_event, &f);
 	atomic_store_explicit(&c->busy[dir], 0, memory_order_release);
 	return active;
 }
@@ -485,7 +530,9 @@ bool nl_httpconn_end(struct nl_httpconn *c)
 	if (atomic_exchange_explicit(&c->busy[0], 1, memory_order_acquire))
 		return false;
 	if (!atomic_exchange_explicit(&c->busy[1], 1, memory_order_acquire)) {
-		if (atomic_load_explicit(&c->fed, memory_order_acquire) == 2) {
+		if (nl_http2_followed(c)) {
+			nl_http2_close(c);
+		} else if (atomic_load_explicit(&c->fed, memory_order_acquire) == 2) {
 			struct nl_http_feed f = { .c = c };
 			if (nl_h1_active(&c->h1))
 				nl_h1_close(&c->h1, nl_http_on_event, &f);

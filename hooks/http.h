@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Following the HTTP/1.x bytes of a socket: the glue between the I/O hooks,
  * the parser (h1.h) and the HTTP metrics (httpmetrics.h).
  *
@@ -33,7 +34,7 @@
  * none before they close. */
 static inline void nl_http_watch(struct nl_fd *e, enum nl_fd_http side, int dest)
 {
-	e->dest = (int16_t)dest;
+	__atomic_store_n(&e->dest, (int16_t)dest, __ATOMIC_RELAXED);   /* see nl_fd_track_followed */
 	nl_fd_http_start(e, side);
 }
 

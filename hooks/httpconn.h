@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The HTTP glue's per-connection state and its feeding's usual case, for
  * the glue (http.c) and the I/O hooks (io.c), which feed a followed
  * socket's bytes with no call between the hook and the parser. Private
@@ -12,6 +13,7 @@
 #include <stdint.h>
 
 #include "check.h"
+#include "clock.h"
 #include "fdtable.h"
 #include "h1.h"
 #include "http.h"
@@ -26,15 +28,24 @@ struct pending {
 	 * reading the response may read it meanwhile. */
 	_Atomic uint32_t request_body;
 	int16_t route;          /* server: route id */
-	uint8_t method : 7;
+	uint8_t method : 6;
+	uint8_t genai : 1;      /* a model call: its exchange is in genaiconn.c's pool */
 	uint8_t minor : 1;      /* the request's HTTP/1.x version */
 	uint8_t name;           /* server: its server name id + 2 (httpmetrics.h) */
 };
 
 enum { NL_SLOT_OPEN = 1, NL_SLOT_COUNTED = 2 };
 
+struct nl_h2conn;
+/* fed: the parser was set up (2), or the connection is HTTP/2 (NL_FED_H2,
+ * http2.h: h1 is then the HTTP/2 state's place). */
+enum { NL_FED_H2 = 3 };
+
 struct nl_httpconn {
-	struct nl_h1 h1;
+	union {
+		struct nl_h1 h1;
+		struct nl_h2conn *h2;   /* fed NL_FED_H2: from http2.c's pool */
+	};
 	_Atomic uint8_t busy[2];        /* a direction being fed; a second feeder stops parsing */
 	/* By ring slot: NL_SLOT_OPEN, its request is open (reported when it ends);
 	 * NL_SLOT_COUNTED, counted in active_requests (server, from its head on).
@@ -42,7 +53,7 @@ struct nl_httpconn {
 	 * compare-and-swap, never a loop. */
 	_Atomic uint8_t open[NL_H1_PIPELINE];
 	uint8_t side;                   /* enum nl_fd_http */
-	_Atomic uint8_t fed;            /* bytes were fed: the parser was set up */
+	_Atomic uint8_t fed;            /* bytes were fed: the parser was set up (above) */
 	uint8_t flags;                  /* NL_HTTPCONN_TLS, NL_HTTPCONN_DEST_BY_NAME */
 	_Atomic int16_t dest;           /* client: destination index */
 	_Atomic int16_t host;           /* host id of the last Host value (client), its server name id (server) */
@@ -74,8 +85,26 @@ struct nl_http_feed {
 	_Atomic uint8_t *busy;  /* the busy flag of the direction it claimed */
 };
 
+/* The time of a feed's call, in the glue's microseconds: read once, when
+ * something first needs it. */
+static inline uint32_t nl_http_feed_now_us(struct nl_http_feed *f)
+{
+	if (!f->now_ns)
+		f->now_ns = nl_monotonic_ns();
+	return (uint32_t)(f->now_ns / 1000);
+}
+
 /* The parser's sink: the events of one feed (f). */
 void nl_http_on_event(void *ctx, const struct nl_h1_event *ev);
+/* For the HTTP/2 glue (http2.c): a client request's Host (:authority), and
+ * the server name id of a server request's. */
+void nl_http_request_host(struct nl_httpconn *c, const char *host, size_t n);
+int nl_http_conn_name(struct nl_httpconn *c, const char *host, size_t n);
+/* The HTTP/1.x parser stopped on these bytes of direction dir (claimed):
+ * when they start HTTP/2, the connection goes on as HTTP/2 (http2.c) and
+ * they are fed to it. Whether it is still followed. */
+bool nl_http2_switch(struct nl_httpconn *c, enum nl_h1_dir dir, const void *buf, size_t n, uint64_t t0_ns)
+	__attribute__((noinline));
 /* nl_http_feed_bytes past its usual case: a connection's first bytes, another
  * thread feeding the same direction. */
 void nl_http_bytes_slow(struct nl_fd *e, int fd, int out, const void *buf, size_t n, uint64_t t0_ns)
@@ -127,6 +156,8 @@ static inline __attribute__((always_inline)) void nl_http_feed_bytes(struct nl_f
 	}
 	struct nl_http_feed f = { .c = c, .now_ns = t0_ns, .e = e, .busy = &c->busy[dir] };
 	bool active = nl_h1_feed(&c->h1, dir, buf, n, nl_http_on_event, &f);
+	if (__builtin_expect(!active, 0))
+		active = nl_http2_switch(c, dir, buf, n, t0_ns);
 	nl_http_unclaim_quick(&f, active);
 }
 

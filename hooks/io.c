@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 #undef _FORTIFY_SOURCE
 /* The I/O family. Each call is the original, plus, on a watched fd (see
  * fdtable.h): its outcome settles a pending connection acquisition

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Creating, connecting, copying and releasing sockets.
  *
  * What each call adds to the original:

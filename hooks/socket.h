@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* What socket.c's close hooks release, for the other ways a program closes
  * fds (syscall.c). */
 #ifndef NL_SOCKET_H

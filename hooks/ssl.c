@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The OpenSSL hooks (ssl.h): each is the original, plus, on a connection
  * that carries HTTP/1.x, its plaintext fed to the HTTP glue (http.h).
  *

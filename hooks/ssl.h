@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* HTTPS: the plaintext of OpenSSL connections, fed to the HTTP glue.
  *
  * The interposed SSL_read, SSL_read_ex, SSL_write, SSL_write_ex and

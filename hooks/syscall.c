@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* syscall(): libuv (Node.js, uvloop) closes its fds with syscall(SYS_close)
  * rather than close(). Those closes, and SYS_close_range, release what close()
  * and close_range() release; every other number passes straight through.

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Cost of the memory sampler (NEMOLENS_MEMORY_PROFILING=true). Prints figures;
 # no pass/fail.
 #

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # End-to-end demo: an aiohttp client runs under libnemolens_preload.so against
 # a uvicorn/FastAPI server on two loopback ports (policy, judge), a refused port
 # (ghost) and a listener whose accept queue is full (slow). The server runs

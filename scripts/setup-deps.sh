@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Installs everything the build, the tests and the main job need, from Debian
 # packages only. Idempotent: packages already present are not touched again.
 #
@@ -21,8 +22,9 @@ PKGS=(
   libcurl4-openssl-dev libcriterion-dev zlib1g-dev
   curl openssl python3-aiohttp python3-httpx python3-uvicorn python3-fastapi python3-protobuf python3-uvloop python3-requests
   nginx-light wrk golang-go nodejs valgrind
-  lintian chromium
+  lintian chromium scdoc man-db
   libpython3.11-testsuite libglib2.0-tests
+  python3-grpcio nghttp2-client nghttp2-server python3-hypercorn python3-h2
 )
 
 missing=()

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # Helpers to run a private, throw-away VictoriaMetrics on loopback.
 # Source this file, then:
 #   vm_start     starts it on a free 127.0.0.1 port with a temporary data dir;

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* A 32-bit key of a short run of bytes (a Host value), never 0: eight bytes
  * a step, the last word overlapping the one before. For finding a value
  * seen before again at the cost of a few multiplies; equal keys are taken

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Contracts: errno kept across the shim's own work, and debug-build checks
  * of the rules that the compiler cannot see.
  *

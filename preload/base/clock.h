@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 #ifndef NL_CLOCK_H
 #define NL_CLOCK_H
 

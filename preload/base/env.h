@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* getenv for the shim's own variables while it loads.
  *
  * getenv compares the name it is given with each entry of the environment

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Preprocessed at build time (cc -E -P) into the version script of
  * libnemolens_preload.so: the interposed functions and the public nemolens_*
  * API are exported, everything else stays local, so the target's own copies

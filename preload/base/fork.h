@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* One protocol for every part of the shim that keeps state across fork().
  *
  * A part registers its handlers once, when it first has state a fork must

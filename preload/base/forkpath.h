@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The code a fork child runs before it has recorded anything: its fork
  * handlers, and the exit's first look. A child's first touch of a code page
  * of the shim is a page fault (the kernel maps the 64 KiB around it), so

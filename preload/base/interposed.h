@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The one list of the libc functions the shim interposes. From it come the
  * pointers to the real functions (real.h, real.c) and the version script that
  * exports them from libnemolens_preload.so (exports.map.c, preprocessed at

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* A name and a value, both owned strings: HTTP headers of the exporter,
  * decoded resource attributes of the configuration. */
 #ifndef NL_KV_H

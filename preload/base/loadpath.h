@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* What every program under the shim runs and writes at load, whether it
  * ever records or not: a shell's /bin/true pays for each page of it.
  *
@@ -19,5 +20,9 @@
  * run whether the shim records or not. They go next to the load path. */
 #define NL_ENTRY_PATH __attribute__((section(".text.hot.nl_entry")))
 #define NL_LOAD_STATE __attribute__((section(".data.nl_load")))
+/* Read-only tables that no process reads before it records: placed after
+ * the code (cmake/preload_layout.ld), so that they do not push the load
+ * path out of the pages the dynamic linker's first look maps. */
+#define NL_COLD_RODATA __attribute__((section(".nl_cold_ro")))
 
 #endif

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Diagnostics, at most one line per distinct problem and process.
  *
  * Each call site names its problem with a short stable key ("otlp.http.503",
@@ -5,7 +6,7 @@
  * later ones only at NEMOLENS_LOG_LEVEL=debug. Lines start with "nemolens: ".
  * Writes with write(2) from a stack buffer: no allocation, no stdio locks.
  *
- * Where lines go (NEMOLENS_LOG_PATH, README "Safety"):
+ * Where lines go (NEMOLENS_LOG_PATH, docs/safety.md, "Where warnings go"):
  *   NL_LOG_TO_TERMINAL  the default: stderr, and only in the outermost shim
  *                       process of a process tree while its stderr is a
  *                       terminal; every other process writes nothing

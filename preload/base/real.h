@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The libc functions the hooks wrap, found with dlsym(RTLD_NEXT).
  *
  * NL_REAL(connect)(fd, addr, len) calls libc's connect. Each pointer starts

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The OpenSSL functions the hooks wrap or ask, found the first time each is
  * called.
  *

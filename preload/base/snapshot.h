@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The plain data a snapshot of the registry is made of: the contract
  * between the registry, which fills it, and the exporter, which encodes it
  * without touching any atomics. Attributes are typed values with string keys.

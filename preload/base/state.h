@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The few facts every layer may ask about the shim without depending on its
  * lifecycle, which sets them:
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* UTF-8 well-formedness, shared by the configuration parser and both
  * encoders: protobuf and JSON strings must be valid UTF-8, or a collector
  * rejects the whole request. */

@@ -1,6 +1,9 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 #include "adapter.h"
 
 #include <math.h>
+#include <stdatomic.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -17,6 +20,21 @@
 /* Exported, as the C API of lens.c is; the version script names nemolens_*. */
 #define API __attribute__((visibility("default")))
 
+/* An adapter is armed: the switch of connmetrics (nl_conn_pool_adapter_on)
+ * is made by its first record, after the kick that makes the process's
+ * instruments, so a program that imports a client and never uses it starts
+ * no recording. Its pool's connects all follow an acquisition. */
+static _Atomic bool armed;
+
+static void kick(void)
+{
+	nl_runtime_kick();   /* before the first write (state.h) */
+	if (atomic_load_explicit(&armed, memory_order_relaxed)) {
+		atomic_store_explicit(&armed, false, memory_order_relaxed);
+		nl_conn_pool_adapter_on();
+	}
+}
+
 API int nemolens_pool_wait(const char *host, int port, double wait_ms, int outcome, int constraint)
 {
 	NL_KEEP_ERRNO;
@@ -25,15 +43,25 @@ API int nemolens_pool_wait(const char *host, int port, double wait_ms, int outco
 	    constraint < NL_QUEUE_UNKNOWN || constraint > NL_QUEUE_PER_HOST || port < -1 || port > 65535)
 		return -1;
 	int dest = nl_dest_match_name(host, strnlen(host, 1024), port);
-	nl_runtime_kick();   /* before the first write (state.h) */
+	kick();
 	nl_conn_pool_wait(dest, (enum nl_queue_outcome)outcome, (enum nl_queue_constraint)constraint, wait_ms);
 	return 0;
+}
+
+API void nemolens_pool_acquire(const char *host, int port)
+{
+	NL_KEEP_ERRNO;
+	if (!atomic_load_explicit(&nl_recording, memory_order_relaxed) || !host || port < -1 || port > 65535)
+		return;
+	int dest = nl_dest_match_name(host, strnlen(host, 1024), port);
+	kick();
+	nl_conn_pool_acquire(dest);
 }
 
 API void nemolens_pool_adapter_active(void)
 {
 	if (atomic_load_explicit(&nl_recording, memory_order_relaxed))
-		nl_conn_pool_adapter_on();
+		atomic_store(&armed, true);
 }
 
 API void nemolens_adapter_log(const char *key, const char *message)

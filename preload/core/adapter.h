@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The entry points of the language adapters: code that runs inside the
  * program's own runtime (the Python adapter, preload/python) and sees what
  * the socket calls cannot, a client's connection pool. They are exported
@@ -21,8 +22,16 @@
  * are not valid or nothing is recorded. */
 int nemolens_pool_wait(const char *host, int port, double wait_ms, int outcome, int constraint);
 
+/* One acquisition of a connection from a client's pool (a request that asks
+ * the pool for a connection, whether it reuses one, opens one, waits or
+ * fails), to host and port as nemolens_pool_wait takes them: one more in
+ * gym.http.connection_pool.connect_total, as NeMo Gym counts it. */
+void nemolens_pool_acquire(const char *host, int port);
+
 /* An adapter has hooked this process's pools: the socket layer's handshake
- * waits are no queue samples from now on (connmetrics.h). */
+ * waits are no queue samples from now on, and connect_total counts the
+ * adapter's acquisitions, the socket layer's connects going to
+ * nemolens.connection.opened (connmetrics.h). */
 void nemolens_pool_adapter_active(void);
 
 /* One line in the shim's log (log.h), at most once per key and process:

@@ -1,4 +1,7 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 #include "config.h"
+
+#include "gymconfig.h"
 #include "route.h"
 #include "loadpath.h"
 #include "utf8.h"
@@ -581,9 +584,16 @@ NL_LOAD_PATH static void load_http(struct nl_config *cfg, const struct env *e)
 	cfg->gym_verify_route = keep_str(cfg, v && v[0] == '/' ? v : "/verify");
 	if (v && v[0] != '/')
 		invalid("NEMOLENS_GYM_VERIFY_ROUTE", v, "a route starting with /");
+	static const char *const genai[] = { "NEMOLENS_GENAI", NULL };
+	cfg->genai = true;
+	if (env_bool(e, genai, &on))
+		cfg->genai = on;
+	cfg->genai_paths = env_keep(cfg, e, "NEMOLENS_GENAI_PATHS");
+	if ((cfg->genai_provider = env_keep(cfg, e, "NEMOLENS_GENAI_PROVIDER")))
+		nl_utf8_sanitize(cfg->genai_provider);
 }
 
-/* NEMOLENS_ADOPT and the leftovers' age limit (README, "Export"). */
+/* NEMOLENS_ADOPT and the leftovers' age limit (docs/export.md). */
 NL_LOAD_PATH static void load_adopt(struct nl_config *cfg, const struct env *e)
 {
 	static const char *const modes[] = { "own", "fold", "off" };
@@ -607,6 +617,55 @@ NL_LOAD_PATH static void load_adopt(struct nl_config *cfg, const struct env *e)
 			invalid("NEMOLENS_LEFTOVER_MAX_AGE_S", v, "seconds from 1 to 2592000 (30 days)");
 	}
 	cfg->runtime_dir = env_keep(cfg, e, "XDG_RUNTIME_DIR");
+}
+
+#define GYM_NAME_MAX 256
+#define GYM_TYPE_MAX 64
+
+/* A server started by NeMo Gym's orchestrator: NEMO_GYM_CONFIG_PATH is its
+ * name (returned, or NULL when it is not one), its type the first key under
+ * that name in NEMO_GYM_CONFIG_DICT (gym_type, empty when not found), and,
+ * as Gym names it, service.name is "<OTEL_SERVICE_NAME>/<name>" unless
+ * NEMO_GYM_OTEL_SERVICE_NAME_PER_SERVER is false. Out of line: only Gym's
+ * servers pay for it. */
+static __attribute__((noinline)) const char *load_gym(struct nl_config *cfg, const struct env *e, const char *name,
+						      char gym_type[GYM_TYPE_MAX])
+{
+	static const char *const per_server[] = { "NEMO_GYM_OTEL_SERVICE_NAME_PER_SERVER", NULL };
+	gym_type[0] = '\0';
+	size_t n = strnlen(name, GYM_NAME_MAX);
+	for (size_t i = 0; i < n; i++) {
+		if ((unsigned char)name[i] < 0x20 || name[i] == 0x7f) {
+			n = GYM_NAME_MAX;   /* refused below; and no byte past the name is read */
+			break;
+		}
+	}
+	if (n >= GYM_NAME_MAX) {
+		invalid("NEMO_GYM_CONFIG_PATH", name, "a server name (at most 255 characters)");
+		return NULL;
+	}
+	const char *dict = env_get(e, "NEMO_GYM_CONFIG_DICT");
+	int r = dict ? nl_gym_server_type(dict, name, gym_type, GYM_TYPE_MAX) : -1;
+	if (r == -2)
+		nl_warn_once("env.NEMO_GYM_CONFIG_DICT", "NEMO_GYM_CONFIG_DICT is longer than 1 MiB: "
+			     "the server type of %.60s is not read from it", name);
+	else if (dict && r != 0)
+		nl_warn_once("env.NEMO_GYM_CONFIG_DICT", "NEMO_GYM_CONFIG_DICT has no server type for %.60s", name);
+	bool suffix = true;
+	env_bool(e, per_server, &suffix);
+	if (suffix) {
+		char service[512];
+		const char *group = cfg->service_name ? cfg->service_name : "nemo-gym";
+		if (snprintf(service, sizeof service, "%s/%s", group, name) < (int)sizeof service) {
+			char *s = keep_str(cfg, service);
+			if (s) {
+				nl_utf8_sanitize(s);
+				drop(cfg, cfg->service_name);
+				cfg->service_name = s;
+			}
+		}
+	}
+	return name;
 }
 
 NL_LOAD_PATH void nl_config_load(struct nl_config *cfg, nl_getenv_fn get, const char *program_name)
@@ -670,13 +729,22 @@ NL_LOAD_PATH void nl_config_load(struct nl_config *cfg, nl_getenv_fn get, const 
 	cfg->destinations = env_keep(cfg, &e, "NEMOLENS_DESTINATIONS");
 	cfg->console_path = env_keep(cfg, &e, "NEMOLENS_CONSOLE_PATH");
 
+	char gym_type[GYM_TYPE_MAX];
+	const char *gym_name = env_get(&e, "NEMO_GYM_CONFIG_PATH");
+	if (gym_name)
+		gym_name = load_gym(cfg, &e, gym_name, gym_type);
 	v = env_get(&e, "NEMOLENS_SERVER_NAME");
 	if (!v)
-		v = cfg->service_name ? cfg->service_name : program_name && *program_name ? program_name : "unknown";
+		v = gym_name		? gym_name
+		    : cfg->service_name ? cfg->service_name
+		    : program_name && *program_name ? program_name
+						    : "unknown";
 	if ((cfg->server_name = keep_str(cfg, v)))
 		nl_utf8_sanitize(cfg->server_name);
 	v = env_get(&e, "NEMOLENS_SERVER_TYPE");
-	if ((cfg->server_type = keep_str(cfg, v ? v : "process")))
+	if (!v)
+		v = gym_name && gym_type[0] ? gym_type : "process";
+	if ((cfg->server_type = keep_str(cfg, v)))
 		nl_utf8_sanitize(cfg->server_type);
 	load_http(cfg, &e);
 	load_adopt(cfg, &e);
@@ -687,7 +755,8 @@ void nl_config_free(struct nl_config *cfg)
 	char *strings[] = { cfg->http_routes, cfg->http_known_methods, cfg->gym_rollout_route,
 			    cfg->gym_verify_route, cfg->endpoint, cfg->ca_file, cfg->client_key,
 			    cfg->client_cert, cfg->service_name, cfg->server_name, cfg->server_type,
-			    cfg->destinations, cfg->console_path, cfg->log_path, cfg->runtime_dir };
+			    cfg->destinations, cfg->console_path, cfg->log_path, cfg->runtime_dir,
+			    cfg->genai_paths, cfg->genai_provider };
 	for (size_t i = 0; i < sizeof strings / sizeof *strings; i++)
 		drop(cfg, strings[i]);
 	nl_free_kv_list(cfg->headers, cfg->n_headers);   /* n is 0 without a table */

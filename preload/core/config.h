@@ -1,9 +1,10 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Configuration, read once from the environment.
  *
  * Standard OpenTelemetry variables are parsed as the SDK specification says:
  * an empty value is unset; an invalid value gets one warning and the default.
  * NeMo Gym's NEMO_GYM_OTEL_* variables are honoured as aliases, and the
- * shim's own variables use the NEMOLENS_ prefix. README.md lists them all.
+ * shim's own variables use the NEMOLENS_ prefix. docs/configuration.md lists them all.
  */
 #ifndef NL_CONFIG_H
 #define NL_CONFIG_H
@@ -17,7 +18,7 @@
 
 enum nl_exporter_kind { NL_EXPORTER_OTLP, NL_EXPORTER_CONSOLE, NL_EXPORTER_NONE };
 /* NEMOLENS_ADOPT: what happens to the values of a process that ended
- * without delivering them (README, "Export"). */
+ * without delivering them (docs/export.md). */
 enum nl_adopt_mode { NL_ADOPT_OWN, NL_ADOPT_FOLD, NL_ADOPT_OFF };
 
 #define NL_MAX_HEADERS 32
@@ -53,7 +54,7 @@ struct nl_config {
 	char *log_path;                 /* NEMOLENS_LOG_PATH: NULL (default), "stderr" or an absolute path */
 	bool outermost;                 /* no shim ancestor: NL_ENV_OUTERMOST unset or this process */
 	enum nl_log_level log_level;
-	/* The HTTP layer (NEMOLENS_HTTP and friends; README, "HTTP requests"). */
+	/* The HTTP layer (NEMOLENS_HTTP and friends; docs/metrics.md, "HTTP requests"). */
 	bool http_server;               /* parse accepted sockets */
 	bool http_client;               /* parse connected TCP sockets */
 	char *http_routes;              /* NEMOLENS_HTTP_ROUTES, raw */
@@ -67,6 +68,10 @@ struct nl_config {
 	bool gym_endpoints;             /* NEMOLENS_GYM_ENDPOINTS */
 	char *gym_rollout_route;        /* NEMOLENS_GYM_ROLLOUT_ROUTE, default /run */
 	char *gym_verify_route;         /* NEMOLENS_GYM_VERIFY_ROUTE, default /verify */
+	/* Model calls read from the bytes (docs/model-calls.md). */
+	bool genai;                     /* NEMOLENS_GENAI, default true */
+	char *genai_paths;              /* NEMOLENS_GENAI_PATHS, raw: suffix=operation,… */
+	char *genai_provider;           /* NEMOLENS_GENAI_PROVIDER: gen_ai.provider.name for every call */
 	/* Segments (segment.h): what a process leaves when it ends. */
 	enum nl_adopt_mode adopt;       /* NEMOLENS_ADOPT */
 	long leftover_max_age_s;        /* NEMOLENS_LEFTOVER_MAX_AGE_S: undeliverable leftovers go then */
@@ -85,7 +90,7 @@ struct nl_config {
  * descendant inherits it (through any non-shim process in between). */
 #define NL_ENV_OUTERMOST "NEMOLENS_OUTERMOST_PID"
 /* Set by nemolens-run for its program: its own pid, the process that exports
- * the segments of the whole tree (README, "Export"). */
+ * the segments of the whole tree (docs/export.md). */
 #define NL_ENV_RUN_EXPORTER "NEMOLENS_RUN_EXPORTER"
 
 typedef const char *(*nl_getenv_fn)(const char *name);

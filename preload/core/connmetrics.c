@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 #include "connmetrics.h"
 
 #include <stdatomic.h>
@@ -14,6 +15,10 @@
 
 static struct nl_instrument *connects;
 static struct nl_instrument *queue;
+/* nemolens.connection.opened, and its series per destination: made when an
+ * adapter turns on, before the hooks may record into them. */
+static struct nl_instrument *opened;
+static struct nl_series *opened_series[NL_DEST_SLOTS];
 /* Destination 0 (no name) apart from the named ones: a process with no
  * NEMOLENS_DESTINATIONS never touches the tables' pages. */
 static struct nl_series *connect_other, *queue_other[2];
@@ -46,13 +51,32 @@ void nl_connmetrics_init(void)
 	}
 }
 
+/* The connect_total series of a destination. */
+static struct nl_series *connect_series_of(int dest)
+{
+	return dest == 0		  ? connect_other
+	       : dest == NL_DEST_OVERFLOW ? nl_instrument_overflow(connects)
+					  : connect_series[dest];
+}
+
 void nl_conn_attempt(int dest)
 {
 	if (dest < 0 || dest >= NL_DEST_SLOTS || !connects)
 		return;
-	struct nl_series *s = dest == 0		       ? connect_other
-			      : dest == NL_DEST_OVERFLOW ? nl_instrument_overflow(connects)
-							 : connect_series[dest];
+	struct nl_series *s;
+	if (atomic_load_explicit(&pool_adapter, memory_order_acquire))
+		s = dest == NL_DEST_OVERFLOW ? nl_instrument_overflow(opened) : opened_series[dest];
+	else
+		s = connect_series_of(dest);
+	if (s)
+		nl_counter_add(s, 1);
+}
+
+void nl_conn_pool_acquire(int dest)
+{
+	if (dest < 0 || dest >= NL_DEST_SLOTS || !connects)
+		return;
+	struct nl_series *s = connect_series_of(dest);
 	if (s)
 		nl_counter_add(s, 1);
 }
@@ -76,7 +100,23 @@ void nl_conn_wait(int dest, enum nl_queue_outcome outcome, uint64_t wait_ns)
 		nl_hist_record(queue, s, (double)wait_ns / 1e6);
 }
 
-void nl_conn_pool_adapter_on(void) { atomic_store(&pool_adapter, true); }
+void nl_conn_pool_adapter_on(void)
+{
+	if (atomic_load(&pool_adapter) || !connects)
+		return;
+	/* Every series the hooks may pick once the flag is up, made first:
+	 * hooks never create one. Two threads may both get here: the registry
+	 * hands both the same instrument and series. */
+	struct nl_instrument *inst = nl_inst(NL_I_CONN_OPENED);
+	if (!inst)
+		return;   /* no memory: connect_total stays the socket count */
+	for (int d = 0; d <= nl_dest_count() && d < NL_DEST_OVERFLOW; d++) {
+		struct nl_attr a = NL_ATTR_S(ATTR_DEST, nl_dest_name(d));
+		opened_series[d] = nl_series_get(inst, &a, 1);
+	}
+	opened = inst;
+	atomic_store_explicit(&pool_adapter, true, memory_order_release);
+}
 
 static struct nl_series *pool_series_for(int dest, enum nl_queue_outcome outcome,
 					 enum nl_queue_constraint constraint)

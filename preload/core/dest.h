@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Destination naming: which server a connect() goes to.
  *
  * NEMOLENS_DESTINATIONS is a comma-separated list of name=target rules; the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 #include "httpmetrics.h"
 
 #include <pthread.h>
@@ -267,6 +268,8 @@ static uint32_t hash_bytes(const char *s, size_t n)
 	return h;
 }
 
+const char *nl_http_host_name(int id) { return hosts[id].name; }
+
 int nl_http_host(const char *host, size_t n, unsigned *port)
 {
 	*port = 0;
@@ -445,7 +448,7 @@ static const char status_text[1000][4] = { ST2('0'), ST2('1'), ST2('2'), ST2('3'
 #undef ST1
 #undef ST2
 
-static const char *version_text(unsigned minor) { return minor ? "1.1" : "1.0"; }
+static const char *version_text(unsigned minor) { return minor == 2 ? "2" : minor ? "1.1" : "1.0"; }
 static const char *scheme_text(bool tls) { return tls ? "https" : "http"; }
 
 /* Inline, with client a constant: each side's key takes only its own fields
@@ -454,7 +457,7 @@ static inline __attribute__((always_inline)) uint64_t pack(bool client, const st
 {
 	/* status: three digits (h1.h), 0 for none; ten bits hold it. */
 	uint64_t k = 1u | (uint64_t)client << 1 | (uint64_t)(x->method & 0xf) << 2 | (uint64_t)(x->status & 0x3ff) << 6 |
-		     (uint64_t)(x->version_minor & 1) << 16;
+		     (uint64_t)(x->version_minor & 1) << 16 | (uint64_t)(x->version_minor >> 1 & 1) << 59;
 	if (client)
 		return k | ((uint64_t)(x->host + 1) & 0x1ff) << 17 | (uint64_t)(x->port & 0xffff) << 33 |
 		       (uint64_t)((unsigned)x->dest & 0x1ff) << 49;

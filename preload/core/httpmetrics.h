@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The HTTP metrics (http.server.*, http.client.*, and NeMo Gym's endpoint
  * metrics gym.rollout.* and gym.verify.* derived from the routes), recorded
  * by the HTTP glue in hooks/ as the parser reports requests and responses.
@@ -47,6 +48,8 @@ int nl_http_route(const char *target, size_t n, bool truncated);
 /* The id of a Host header's host part (port in *port, 0 when absent), or -1
  * when the table of hosts is full. */
 int nl_http_host(const char *host, size_t n, unsigned *port);
+/* The host name of an id nl_http_host gave (server.address). */
+const char *nl_http_host_name(int id);
 
 #define NL_HTTP_SERVER_NAMES_MAX 250     /* NEMOLENS_HTTP_SERVER_NAME_LIMIT at most */
 #define NL_HTTP_NAME_NONE (-1)          /* no Host: no http.server_name */
@@ -82,7 +85,7 @@ struct nl_http_exchange {
 	int16_t dest;                   /* client: destination index (dest.h) */
 	int16_t name;                   /* server: the server name id it was counted under */
 	uint8_t method;
-	uint8_t version_minor;
+	uint8_t version_minor;          /* 0, 1: HTTP/1.x; 2: HTTP/2 */
 	bool tls;                       /* server: url.scheme "https" (client: no url.scheme attribute) */
 	bool counted;                   /* server: counted in active requests */
 };

@@ -1,12 +1,27 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 #include "instruments.h"
 
 #include <stdatomic.h>
+
+#include "loadpath.h"
 
 /* OpenTelemetry GenAI semantic conventions, explicit bucket advice. */
 const double nl_genai_duration_s_bounds[14] = { 0.01, 0.02, 0.04, 0.08, 0.16, 0.32, 0.64,
 					    1.28, 2.56, 5.12, 10.24, 20.48, 40.96, 81.92 };
 const double nl_token_bounds[14] = { 1,	4,	 16,	  64,	    256,      1024,	4096,
 				       16384, 65536, 262144, 1048576, 4194304, 16777216, 67108864 };
+/* The GenAI conventions' advice for time to first token (and first chunk)
+ * and for time per output token. */
+NL_COLD_RODATA const double nl_genai_ttft_s_bounds[16] = { 0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1,
+					    0.25,  0.5,	  0.75, 1.0,  2.5,  5.0,  7.5,	10.0 };
+NL_COLD_RODATA const double nl_genai_tpot_s_bounds[13] = { 0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2,
+					    0.3,  0.4,	 0.5,  0.75,  1.0, 2.5 };
+/* NeMo Gym's model-call boundaries. */
+NL_COLD_RODATA const double nl_gym_model_call_ms_bounds[13] = { 100,	250,   500,    1000,   2000,   5000,   10000,
+						 30000, 60000, 120000, 300000, 600000, 1800000 };
+NL_COLD_RODATA const double nl_gym_ttft_ms_bounds[12] = { 50, 100, 250, 500, 1000, 2000, 5000, 10000, 30000, 60000, 120000, 300000 };
+NL_COLD_RODATA const double nl_gym_tokens_bounds[12] = { 16,	  64,	 256,	 1024,	 4096,	 16384,
+					  32768, 65536, 131072, 262144, 524288, 1048576 };
 /* NeMo Lens's GYM_DURATION_BOUNDARIES_MS. */
 const double nl_gym_ms_bounds[15] = { 100,	250,	500,	1000,	 2500,	  5000,	   10000,  30000,
 					60000, 120000, 300000, 600000, 1200000, 1800000, 3600000 };
@@ -29,12 +44,37 @@ const double nl_http_duration_s_bounds[14] = { 0.005, 0.01, 0.025, 0.05, 0.075, 
 /* Recorded by the HTTP layer too, from the routes. */
 #define SHARED_HIST(n, u, d, b) { n, u, d, NL_HISTOGRAM, b, NB(b), true }
 
+/* The model-call instruments' strings, out of the load path's pages (loadpath.h). */
+static const char cs0[] NL_COLD_RODATA = "gen_ai.client.operation.duration";
+static const char cs1[] NL_COLD_RODATA = "s";
+static const char cs2[] NL_COLD_RODATA = "GenAI operation duration.";
+static const char cs3[] NL_COLD_RODATA = "gen_ai.client.operation.time_to_first_chunk";
+static const char cs4[] NL_COLD_RODATA = "Time to receive the first chunk of a streamed response.";
+static const char cs5[] NL_COLD_RODATA = "gen_ai.server.time_to_first_token";
+static const char cs6[] NL_COLD_RODATA = "Time to generate first token for successful responses.";
+static const char cs7[] NL_COLD_RODATA = "gen_ai.server.time_per_output_token";
+static const char cs8[] NL_COLD_RODATA = "Time per output token generated after the first token for successful responses.";
+static const char cs9[] NL_COLD_RODATA = "gym.model_call.duration_ms";
+static const char cs10[] NL_COLD_RODATA = "ms";
+static const char cs11[] NL_COLD_RODATA = "Model call duration in milliseconds.";
+static const char cs12[] NL_COLD_RODATA = "gym.model_call.ttft_ms";
+static const char cs13[] NL_COLD_RODATA = "Time to the first response body chunk of a streamed model call.";
+static const char cs14[] NL_COLD_RODATA = "gym.model_call.tokens";
+static const char cs15[] NL_COLD_RODATA = "{token}";
+static const char cs16[] NL_COLD_RODATA = "Tokens of a model call by type.";
+static const char cs17[] NL_COLD_RODATA = "gym.model_call.finish_total";
+static const char cs18[] NL_COLD_RODATA = "{call}";
+static const char cs19[] NL_COLD_RODATA = "Model calls by finish reason.";
+
 const struct nl_inst_def nl_inst_defs[NL_N_INST] = {
 	[NL_I_CONNECT_TOTAL] = { "gym.http.connection_pool.connect_total", "{connection}",
-				 "Connection attempts (connect calls) per destination server", NL_COUNTER, NULL, 0, true },
+				 "Connection attempts per destination server: pool acquisitions where a pool adapter "
+				 "runs, connect calls elsewhere",
+				 NL_COUNTER, NULL, 0, true },
 	[NL_I_QUEUE_MS] = { "gym.http.connection_pool.queue_duration_ms", "ms",
 			    "Time a connection acquisition waited until it was established or abandoned", NL_HISTOGRAM,
 			    nl_queue_ms_bounds, 17, true },
+	/* The C API's, and model calls read from the bytes (genaimetrics.c). */
 	[NL_I_REQUEST_DURATION] = HIST("gen_ai.server.request.duration", "s", "GenAI server request duration.",
 				    nl_genai_duration_s_bounds),
 	[NL_I_TOKEN_USAGE] = HIST("gen_ai.client.token.usage", "{token}", "Number of input and output tokens used.",
@@ -75,6 +115,42 @@ const struct nl_inst_def nl_inst_defs[NL_N_INST] = {
 					    NL_HISTOGRAM, nl_otel_default_bounds, 15, true },
 	[NL_I_GYM_SUCCESS_RATE] = { "gym.verify.success_rate", "", "Fraction of successful verifications.", NL_GAUGE,
 				  NULL, 0, true },
+	[NL_I_GENAI_CLIENT_DURATION] = SHARED_HIST(cs0, cs1,
+						  cs2, nl_genai_duration_s_bounds),
+	[NL_I_GENAI_CLIENT_TTFC] = SHARED_HIST(cs3, cs1,
+					      cs4,
+					      nl_genai_ttft_s_bounds),
+	[NL_I_GENAI_SERVER_TTFT] = SHARED_HIST(cs5, cs1,
+					      cs6,
+					      nl_genai_ttft_s_bounds),
+	[NL_I_GENAI_SERVER_TPOT] = SHARED_HIST(cs7, cs1,
+					      cs8,
+					      nl_genai_tpot_s_bounds),
+	[NL_I_GYM_MODEL_CALL_MS] = SHARED_HIST(cs9, cs10, cs11,
+					      nl_gym_model_call_ms_bounds),
+	[NL_I_GYM_MODEL_CALL_TTFT_MS] = SHARED_HIST(cs12, cs10,
+						   cs13,
+						   nl_gym_ttft_ms_bounds),
+	[NL_I_GYM_MODEL_CALL_TOKENS] = SHARED_HIST(cs14, cs15, cs16,
+						  nl_gym_tokens_bounds),
+	[NL_I_GYM_MODEL_CALL_FINISH] = { cs17, cs18, cs19,
+					 NL_COUNTER, NULL, 0, true },
+	/* OpenTelemetry semantic conventions v1.40.0, RPC metrics. */
+	[NL_I_RPC_SERVER_DURATION] = { "rpc.server.call.duration", "s",
+				       "Measures the duration of inbound remote procedure calls.", NL_HISTOGRAM,
+				       nl_http_duration_s_bounds, 14, true },
+	[NL_I_RPC_CLIENT_DURATION] = { "rpc.client.call.duration", "s",
+				       "Measures the duration of outbound remote procedure calls.", NL_HISTOGRAM,
+				       nl_http_duration_s_bounds, 14, true },
+	[NL_I_HTTP2_GIVEN_UP] = { "nemo.lens.http2.connections_given_up", "{connection}",
+				  "HTTP/2 connections no longer followed: past a bound of the shim's state.", NL_COUNTER,
+				  NULL, 0, true },
+	/* The socket count of a process whose connect_total counts pool
+	 * acquisitions (connmetrics.h): its new connections stay visible. */
+	[NL_I_CONN_OPENED] = { "nemolens.connection.opened", "{connection}",
+			       "New connections (connect calls) per destination server, in processes whose "
+			       "connect_total counts pool acquisitions",
+			       NL_COUNTER, NULL, 0, true },
 	/* Same name, unit and kind as the memory sampler's registration. */
 	[NL_I_GYM_SERVERS_ACTIVE] = { "gym.servers.active", "", "Number of active Gym servers.", NL_GAUGE_INT, NULL, 0,
 				   true },

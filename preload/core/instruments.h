@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Every instrument the shim defines, once: name, unit, description, kind and
  * bucket boundaries. An instrument that two paths record (the C API and the
  * HTTP layer both record gym.verify.duration_ms) is defined here and nowhere
@@ -37,6 +38,18 @@ enum nl_inst_id {
 	NL_I_HTTP_SERVER_RESPONSE_BODY,
 	NL_I_HTTP_CLIENT_DURATION,
 	NL_I_HTTP_SERVER_DURATION_OLD,
+	NL_I_GENAI_CLIENT_DURATION,
+	NL_I_GENAI_CLIENT_TTFC,
+	NL_I_GENAI_SERVER_TTFT,
+	NL_I_GENAI_SERVER_TPOT,
+	NL_I_GYM_MODEL_CALL_MS,
+	NL_I_GYM_MODEL_CALL_TTFT_MS,
+	NL_I_GYM_MODEL_CALL_TOKENS,
+	NL_I_GYM_MODEL_CALL_FINISH,
+	NL_I_RPC_SERVER_DURATION,
+	NL_I_RPC_CLIENT_DURATION,
+	NL_I_HTTP2_GIVEN_UP,
+	NL_I_CONN_OPENED,
 	NL_N_INST
 };
 
@@ -63,5 +76,10 @@ extern const double nl_gym_ms_bounds[15];
 extern const double nl_otel_default_bounds[15];
 extern const double nl_http_duration_s_bounds[14];
 extern const double nl_queue_ms_bounds[17];
+extern const double nl_genai_ttft_s_bounds[16];
+extern const double nl_genai_tpot_s_bounds[13];
+extern const double nl_gym_model_call_ms_bounds[13];
+extern const double nl_gym_ttft_ms_bounds[12];
+extern const double nl_gym_tokens_bounds[12];
 
 #endif

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The NeMo Lens instrument functions (nemolens.h): meters, and the
  * inference / RL / Gym record functions on top of the registry.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Memory of server process trees and of the host, sampled from /proc.
  *
  * Roles, decided once in the constructor (memory profiling on only):
@@ -6,7 +7,8 @@
  *    memory and gym.servers.active, and passes its pid down.
  *  - server root: no inherited NEMOLENS_PARENT_SERVER_NAME (no shim
  *    ancestor), or a declared server name (NEMOLENS_SERVER_NAME,
- *    OTEL_SERVICE_NAME, service.name) that differs from the inherited one. A
+ *    NEMO_GYM_CONFIG_PATH, OTEL_SERVICE_NAME, service.name) that differs
+ *    from the inherited one. A
  *    name that only comes from the program name never starts a new tree, so
  *    a server's helpers (sh, python -c ...) stay part of it. It passes its
  *    name down and reports its tree.
@@ -387,7 +389,7 @@ static void init(const struct nl_config *cfg)
 	self.is_outermost = !outer || *end || op <= 0 || !is_ancestor((int)op);
 
 	const char *inherited = env_nonempty(ENV_PARENT_NAME);
-	bool declared = env_nonempty("NEMOLENS_SERVER_NAME") || cfg->service_name;
+	bool declared = env_nonempty("NEMOLENS_SERVER_NAME") || env_nonempty("NEMO_GYM_CONFIG_PATH") || cfg->service_name;
 	self.is_root = nl_server_is_root(declared ? cfg->server_name : NULL, inherited);
 
 	/* The constructor runs before main and before any thread of the shim:

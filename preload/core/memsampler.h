@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Memory of server process trees and of the host, sampled from /proc
  * (NeMo Gym's gym.server.memory.*, gym.server.processes, gym.host.memory.*
  * and gym.servers.active). Runs on the shim's background thread only, or in

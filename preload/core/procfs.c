@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 #include "procfs.h"
 
 #include <stdlib.h>
@@ -272,6 +273,21 @@ static bool env_flag(const char *buf, size_t len, const char *const *names, bool
 static char *declared_name(const char *buf, size_t len)
 {
 	char *v = env_dup(buf, len, "NEMOLENS_SERVER_NAME");
+	if (!v && (v = env_dup(buf, len, "NEMO_GYM_CONFIG_PATH"))) {
+		/* A server NeMo Gym's orchestrator started: its name, when it is
+		 * one (config.c's rule: under 256 bytes, no control character). */
+		size_t n = strnlen(v, 256);
+		for (size_t i = 0; i < n; i++) {
+			if ((unsigned char)v[i] < 0x20 || v[i] == 0x7f) {
+				n = 256;
+				break;
+			}
+		}
+		if (n >= 256) {
+			free(v);
+			v = NULL;
+		}
+	}
 	if (!v)
 		v = env_dup(buf, len, "OTEL_SERVICE_NAME");
 	if (!v) {

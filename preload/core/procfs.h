@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Parsers for the /proc files the memory sampler reads.
  *
  * Pure functions over a buffer and its length: the buffer need not be

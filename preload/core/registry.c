@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 #include "registry_impl.h"
 
 #include <math.h>
@@ -462,6 +463,70 @@ void nl_registry_forget_parent(void)
 	 * zero the parent's values; the child's first record does it then. */
 	if (nl_seg_atfork_child())
 		nl_registry_reset_values();
+}
+
+/* ---- a fork child's copy of the arena -------------------------------------- */
+
+/* The first node from off on that the copy holds whole: below limit, and
+ * for a series, its attributes too (each is one allocation, so a block that
+ * starts below limit ends there). A node past it was published by the
+ * parent after the copy began; its link is read from the parent's arena,
+ * where it never changes once published. A link that makes no sense (a
+ * parent's arena the child cannot read that far) ends the list: the child
+ * makes again what it needs. next is the first field of both nodes. */
+static uint64_t held_node(const char *copy, uint64_t off, uint64_t limit, uint64_t live_end, bool series)
+{
+	_Static_assert(offsetof(struct nl_series, next) == 0 && offsetof(struct nl_instrument, next) == 0,
+		       "next comes first");
+	while (off) {
+		if (off % 8 || off < NL_SEG_DATA)
+			return 0;
+		if (off < limit) {
+			const struct nl_series *s = (const void *)(copy + off);
+			if (!series || s->attrs < limit)
+				return off;
+		}
+		if (off > live_end - sizeof(uint64_t))
+			return 0;
+		off = ((const struct nl_series *)nl_seg_ptr(off))->next;
+	}
+	return 0;
+}
+
+/* The first instrument from off on that the copy holds whole, strings and
+ * all. */
+static uint64_t held_instrument(const char *copy, uint64_t off, uint64_t limit, uint64_t live_end)
+{
+	while ((off = held_node(copy, off, limit, live_end, false))) {
+		const struct nl_instrument *i = (const void *)(copy + off);
+		if (i->name < limit && i->unit < limit && i->description < limit && i->bounds < limit &&
+		    i->overflow.attrs < limit)
+			return off;
+		off = ((const struct nl_instrument *)nl_seg_ptr(off))->next;
+	}
+	return 0;
+}
+
+void nl_registry_mend_copy(void *copy, uint64_t limit)
+{
+	char *c = copy;
+	uint64_t live_end = atomic_load(&nl_seg_header()->backed);
+	if (live_end < NL_SEG_DATA + sizeof(uint64_t))
+		live_end = NL_SEG_DATA + sizeof(uint64_t);
+	struct nl_seg_header *h = copy;
+	uint64_t io = held_instrument(c, atomic_load(&h->root), limit, live_end);
+	atomic_store(&h->root, io);
+	while (io) {
+		struct nl_instrument *i = (struct nl_instrument *)(c + io);
+		uint64_t n = 0, so = held_node(c, atomic_load(&i->head), limit, live_end, true);
+		atomic_store(&i->head, so);
+		for (; so; so = ((struct nl_series *)(c + so))->next, n++) {
+			struct nl_series *s = (struct nl_series *)(c + so);
+			s->next = held_node(c, s->next, limit, live_end, true);
+		}
+		atomic_store(&i->n_series, n);
+		io = i->next = held_instrument(c, i->next, limit, live_end);
+	}
 }
 
 void nl_registry_reset_values(void)

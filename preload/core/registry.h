@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The metric registry: instruments, their series, and snapshots of them.
  *
  * Recording is lock-free: a series is found once (or created ahead of time)
@@ -71,6 +72,13 @@ void nl_registry_reset_values(void);
  * the lifecycle in the fork handler when the parent had recorded, else at
  * the child's first record: until then the child touches no page of it. */
 void nl_registry_forget_parent(void);
+/* A fork child's copy of its parent's arena, at copy (not yet in use),
+ * holding [0, limit) of the parent's arena as it was while being copied:
+ * the parent went on creating meanwhile, so links in the copy may lead to
+ * what the copy does not hold. Each such link is mended to the first node
+ * the copy holds whole, found through the parent's arena (still at
+ * nl_seg_base). */
+void nl_registry_mend_copy(void *copy, uint64_t limit);
 
 /* ---- Snapshots (types in snapshot.h) ----------------------------------- */
 

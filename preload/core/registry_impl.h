@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The registry's layouts: private to registry.c, so that nothing else has
  * to notice when they change.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The OpenTelemetry resource every export carries (service, instance, host,
  * process, SDK, NeMo Gym server identity, and OTEL_RESOURCE_ATTRIBUTES). */
 #ifndef NL_RESOURCE_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Segments (segment.h): the arena, its file, and the leftovers of other
  * processes.
  *
@@ -502,6 +503,8 @@ static bool own_copy(void)
 		return false;
 	}
 	memcpy(p, nl_seg_base, used);
+	atomic_store(&((struct nl_seg_header *)p)->used, used);
+	nl_registry_mend_copy(p, used);
 	if (!replace_mapping(p, capacity))
 		return false;
 	mode = MODE_ANON;
@@ -527,11 +530,18 @@ static bool to_file(void)
 		used = size;
 	struct nl_seg_header fresh = *h;
 	fresh_header(&fresh);
+	/* A fork child copies its parent's file while the parent's threads go
+	 * on writing it: the copy holds [0, used), and what lies past it is the
+	 * parent's alone (nl_registry_mend_copy). */
+	if (inherited)
+		atomic_store(&fresh.used, used);
 	int dfd = open_dir();
 	void *p = dfd >= 0 ? new_file(dfd, size, capacity, &fresh, nl_seg_base, used) : MAP_FAILED;
 	if (dfd >= 0)
 		close(dfd);
 	bool ok = p != MAP_FAILED;
+	if (ok && inherited)
+		nl_registry_mend_copy(p, used);
 	if (ok) {
 		mode = MODE_FILE;
 		if (!replace_mapping(p, capacity)) {
@@ -818,7 +828,9 @@ static void remove_name(void)
 		memcpy(path + d + 1, own_name, n + 1);
 		unlink(path);
 	}
-	own_name[0] = 0;
+	/* Atomic: the exporter thread may be claiming leftovers meanwhile
+	 * (nl_seg_claim reads this byte to skip this process's own file). */
+	__atomic_store_n(&own_name[0], 0, __ATOMIC_RELAXED);
 }
 
 void nl_seg_remove(void)
@@ -1125,7 +1137,8 @@ size_t nl_seg_claim(uint64_t key, uint64_t max_age_ns, bool thorough, struct nl_
 		const char *name = e->d_name;
 		if (name[0] == '.' && (!name[1] || (name[1] == '.' && !name[2])))
 			continue;
-		if (strlen(name) >= sizeof out->name || (own_name[0] && strcmp(name, own_name) == 0))
+		char own0 = __atomic_load_n(&own_name[0], __ATOMIC_RELAXED);
+		if (strlen(name) >= sizeof out->name || (own0 && name[0] == own0 && strcmp(name + 1, own_name + 1) == 0))
 			continue;
 		uint64_t k = 0;
 		long pid = 0;

@@ -1,6 +1,7 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Segments: the registry's memory as a file that another process can read
  * after this one is gone, so that nothing recorded is lost however a process
- * ends (README, "Export").
+ * ends (docs/export.md; the format: docs/internals.md).
  *
  * The registry allocates its instruments, series and their strings from one
  * arena. When the private directory can be used (below), the arena is a file

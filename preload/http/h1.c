@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* HTTP/1.x push parser (see h1.h): one state machine per direction over the
  * bytes as they come.
  *
@@ -15,7 +16,8 @@
  * byte where a line is split across calls or unusual. Only the request
  * line, the status line, Host, Content-Length and Transfer-Encoding are
  * looked into; other field lines are only checked for a ':'. Body bytes are
- * counted, never read.
+ * counted, never read, but those of a tapped exchange, which are handed to
+ * the sink as they are (NL_H1_BODY).
  *
  * Pending requests: the request stream pushes a request to the ring when its
  * request line is complete (after reporting REQ_LINE); the response stream
@@ -108,6 +110,7 @@ enum {
 	F_CR = 1 << 6,          /* a CR ended the line: only LF may follow */
 	F_WS = 1 << 7,          /* name so far ends in a byte <= SP; chunk size: whitespace after it */
 	F_TRAILER = 1 << 8,     /* reading the trailer section */
+	F_TAP = 1 << 14,        /* the message's body is reported (nl_h1_tap) */
 	F_HTTP = 1 << 15,       /* a start line was valid: later faults are errors, not NOT_HTTP */
 };
 
@@ -117,8 +120,9 @@ enum { FLD_NONE, FLD_CL, FLD_TE, FLD_HOST };
 static const char *const field_name[] = { "", "content-length", "transfer-encoding", "host" };
 static const uint8_t field_len[] = { 0, 14, 17, 4 };
 
-/* What a request's response depends on. */
-enum { K_OTHER, K_HEAD, K_CONNECT };
+/* What a request's response depends on; K_TAP: its body is reported too
+ * (which keeps it off the quick path's Content-Length arithmetic). */
+enum { K_OTHER, K_HEAD, K_CONNECT, K_KIND = 3, K_TAP = 4 };
 
 struct run {
 	struct nl_h1 *h;
@@ -354,6 +358,29 @@ static void emit_simple(const struct run *r, enum nl_h1_event_type type, unsigne
 	emit(r, &ev);
 }
 
+/* Body bytes of a tapped message (p NULL: moved unseen). Out of line: only
+ * tapped messages come here. */
+NOINLINE static void emit_body(struct nl_h1 *h, const struct nl_h1_half *s, bool req, const void *p, size_t n,
+			       nl_h1_sink sink, void *ctx)
+{
+	if (atomic_load_explicit(&h->stopped, memory_order_relaxed) || !n)
+		return;
+	struct nl_h1_event ev = {
+		.type = NL_H1_BODY,
+		.slot = req ? s->slot : ring_slot(atomic_load_explicit(&h->ring_head, memory_order_relaxed)),
+		.body = p,
+		.body_size = n,
+		.dir = req ? NL_H1_REQUEST : NL_H1_RESPONSE,
+	};
+	sink(ctx, &ev);
+}
+
+/* The request's tap, as its ring entry carries it to the response. */
+static inline uint8_t tap_kind(const struct nl_h1_half *s)
+{
+	return s->flags & F_TAP ? K_TAP : 0;
+}
+
 /* Stops the connection with one NOT_HTTP (while this direction has not yet
  * shown a valid start line) or ERROR; whichever direction gets there first
  * reports it. */
@@ -448,7 +475,7 @@ static void request_line_done(const struct run *r)
 	};
 	emit(r, &ev);
 	uint8_t tail = atomic_load_explicit(&h->ring_tail, memory_order_relaxed);
-	h->ring_kind[ring_slot(tail)] = kind;
+	h->ring_kind[ring_slot(tail)] = kind | tap_kind(s);
 	atomic_store_explicit(&h->ring_tail, (uint8_t)(tail + 1), memory_order_release);
 	s->len = 0;             /* buf now keeps the Host value, at HOST_AT */
 	s->n_headers = 0;
@@ -676,6 +703,10 @@ static bool response_head_done(const struct run *r)
 	uint8_t head = atomic_load_explicit(&h->ring_head, memory_order_relaxed);
 	unsigned slot = ring_slot(head);
 	uint8_t kind = h->ring_kind[slot];
+	if (kind & K_TAP) {
+		s->flags |= F_TAP;
+		kind &= K_KIND;
+	}
 	struct nl_h1_event ev = {
 		.type = NL_H1_RESP_HEAD, .slot = slot, .status = st, .version_minor = s->flags & F_MINOR1,
 	};
@@ -1364,12 +1395,15 @@ NOINLINE static const uint8_t *parse_chunk_end(const struct run *r, const uint8_
 }
 
 /* Takes up to remaining bytes as body. */
-static const uint8_t *take_body(struct nl_h1_half *s, const uint8_t *p, const uint8_t *e)
+static const uint8_t *take_body(const struct run *r, const uint8_t *p, const uint8_t *e)
 {
+	struct nl_h1_half *s = r->s;
 	size_t avail = (size_t)(e - p);
 	size_t n = s->remaining < avail ? (size_t)s->remaining : avail;
 	s->remaining -= n;
 	s->body_size += n;
+	if (s->flags & F_TAP)
+		emit_body(r->h, s, r->req, p, n, r->sink, r->ctx);
 	return p + n;
 }
 
@@ -1465,7 +1499,7 @@ NOINLINE static bool parse(const struct run *r, const uint8_t *p, const uint8_t 
 			p = parse_value(r, p, e);
 			break;
 		case S_BODY:
-			p = take_body(s, p, e);
+			p = take_body(r, p, e);
 			if (!s->remaining && !message_end(r))
 				p = NULL;
 			break;
@@ -1476,7 +1510,7 @@ NOINLINE static bool parse(const struct run *r, const uint8_t *p, const uint8_t 
 			p = parse_chunk_ext(r, p, e);
 			break;
 		case S_CHUNK_DATA:
-			p = take_body(s, p, e);
+			p = take_body(r, p, e);
 			if (!s->remaining)
 				s->state = S_CHUNK_END;
 			break;
@@ -1485,6 +1519,8 @@ NOINLINE static bool parse(const struct run *r, const uint8_t *p, const uint8_t 
 			break;
 		case S_CLOSE_BODY:
 			s->body_size += (uint64_t)(e - p);
+			if (s->flags & F_TAP)
+				emit_body(r->h, s, r->req, p, (size_t)(e - p), r->sink, r->ctx);
 			p = e;
 			break;
 		}
@@ -1506,6 +1542,8 @@ void nl_h1_init(struct nl_h1 *h)
 }
 
 void nl_h1_compare_lines(struct nl_h1 *h) { h->req.lines = true; }
+
+void nl_h1_tap(struct nl_h1 *h) { h->req.flags |= F_TAP; }
 
 /* Bytes through the states (out of line, so that nl_h1_feed's quick cases
  * need no stack frame). */
@@ -1568,10 +1606,14 @@ bool nl_h1_feed(struct nl_h1 *h, enum nl_h1_dir dir, const void *buf, size_t n, 
 		 * parse would. */
 		s->remaining -= n;
 		s->body_size += n;
+		if (s->flags & F_TAP)
+			emit_body(h, s, req, buf, n, sink, ctx);
 		return !atomic_load_explicit(&h->stopped, memory_order_relaxed);
 	}
 	if (s->state == S_CLOSE_BODY) {
 		s->body_size += n;
+		if (s->flags & F_TAP)
+			emit_body(h, s, req, buf, n, sink, ctx);
 		return !atomic_load_explicit(&h->stopped, memory_order_relaxed);
 	}
 	return feed_states(h, s, buf, n, sink, ctx, req);
@@ -1604,6 +1646,8 @@ bool nl_h1_feed_opaque(struct nl_h1 *h, enum nl_h1_dir dir, size_t n, nl_h1_sink
 	/* Unseen bytes fit only where bytes are counted, not read. */
 	if (s->state == S_CLOSE_BODY) {
 		s->body_size += n;
+		if (s->flags & F_TAP)
+			emit_body(h, s, req, NULL, n, sink, ctx);
 		return true;
 	}
 	if ((s->state != S_BODY && s->state != S_CHUNK_DATA) || n > s->remaining) {
@@ -1612,6 +1656,8 @@ bool nl_h1_feed_opaque(struct nl_h1 *h, enum nl_h1_dir dir, size_t n, nl_h1_sink
 	}
 	s->remaining -= n;
 	s->body_size += n;
+	if (s->flags & F_TAP)
+		emit_body(h, s, req, NULL, n, sink, ctx);
 	if (!s->remaining) {
 		if (s->state == S_CHUNK_DATA)
 			s->state = S_CHUNK_END;

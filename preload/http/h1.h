@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* HTTP/1.x message framing as a push parser: bytes in, events out.
  *
  * One struct nl_h1 follows one connection. The bytes of its two directions
@@ -64,6 +65,7 @@ enum nl_h1_event_type {
 	NL_H1_ABORTED,          /* nl_h1_close() with this request unanswered */
 	NL_H1_NOT_HTTP,         /* a direction's first bytes are not HTTP/1.x */
 	NL_H1_ERROR,            /* malformed input: parsing stopped */
+	NL_H1_BODY,             /* body bytes of a tapped message (nl_h1_tap): body, body_size */
 };
 
 struct nl_h1_event {
@@ -87,9 +89,11 @@ struct nl_h1_event {
 	size_t host_len;
 	unsigned version_minor; /* REQ_LINE, RESP_HEAD (and RESP_END folding it): 0 or 1 (HTTP/1.x) */
 	unsigned status;        /* RESP_HEAD, RESP_END */
-	uint64_t body_size;     /* REQ_END, RESP_END: body bytes, without chunk framing */
+	uint64_t body_size;     /* REQ_END, RESP_END: body bytes, without chunk framing; BODY: these bytes */
+	const void *body;       /* BODY: the bytes, chunk framing removed; NULL for bytes moved unseen */
 	bool upgraded;          /* RESP_END after 101 or a 2xx to CONNECT: parsing ends */
 	uint8_t folded;         /* NL_H1_FOLD_*: the event this one also stands for */
+	uint8_t dir;            /* BODY: enum nl_h1_dir, the direction whose body it is */
 };
 
 enum {
@@ -136,6 +140,12 @@ void nl_h1_init(struct nl_h1 *h);
  * instructions a request: for a sink that makes something costly of a
  * line (a server's route), not for one that would save less. */
 void nl_h1_compare_lines(struct nl_h1 *h);
+
+/* From the sink's REQ_LINE call only: the body bytes of this request, and
+ * of its final response, are reported as they pass (NL_H1_BODY, in order,
+ * before the message's END), as many events as it takes, any split. Every
+ * other message costs what it did. */
+void nl_h1_tap(struct nl_h1 *h);
 
 /* Feeds n bytes of one direction. Returns false once the connection is no
  * longer parsed (not HTTP, malformed, upgraded): the caller may then stop

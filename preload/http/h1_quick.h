@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The quick path of the HTTP/1.x parser, included by h1.c once for each
  * instruction set it is built for: Q(name) names this copy's functions,
  * Q_TARGET is their target attribute, Q_AVX2 picks 32-byte loads for the
@@ -248,7 +249,7 @@ Q_TARGET static QUICK const uint8_t *Q(request_quick)(const struct run *r, const
 	ev.same_line = same;
 	ev.version_minor = (unsigned)minor;
 	emit(r, &ev);
-	h->ring_kind[slot] = kind;
+	h->ring_kind[slot] = kind | tap_kind(s);
 	atomic_store_explicit(&h->ring_tail, (uint8_t)(tail + 1), memory_order_release);
 	s->n_headers = 0;
 	s->state = S_FIELD;

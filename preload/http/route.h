@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* HTTP routes: the low-cardinality http.route value for a request target.
  *
  * A request's target is mapped to a route id, in this order:

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* nemolens.h: the NeMo Lens instrument functions for C and C++.
  *
  * NeMo Lens gives Python programs record_inference_metrics(), record_rl_metrics()
@@ -39,7 +40,7 @@
  *
  * Histogram bucket boundaries: those of the OpenTelemetry GenAI semantic
  *   conventions for gen_ai.*, NeMo Lens's Gym duration boundaries for gym.*_ms,
- *   the OpenTelemetry SDK defaults for rl.*_ms (README.md, "Metrics", lists
+ *   the OpenTelemetry SDK defaults for rl.*_ms (docs/metrics.md lists
  *   the values).
  *   Every histogram point also carries min and max.
  *

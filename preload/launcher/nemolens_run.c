@@ -1,9 +1,10 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* nemolens-run: starts a program with libnemolens_preload.so preloaded.
  *
  *   nemolens-run [options] [--] program [args...]
  *
- * The options only set the environment variables the shim reads (README.md,
- * Configuration). The shim records inside the program and its descendants;
+ * The options only set the environment variables the shim reads
+ * (docs/configuration.md). The shim records inside the program and its descendants;
  * this program exports for all of them (the tree's export, below), unless
  * the configuration is one only the processes can export (then each exports
  * for itself, as under plain LD_PRELOAD). It interposes nothing and links of
@@ -473,7 +474,7 @@ static void usage(void)
 		"                        warnings, then exit 0 without running anything\n"
 		"  -h, --help            this text\n"
 		"  --version             the version\n"
-		"Every other setting is an environment variable (README.md, Configuration).\n"
+		"Every other setting is an environment variable: see nemolens(7).\n"
 		"\n"
 		"The shim is NEMOLENS_PRELOAD_PATH if set, else " SHIM_FILE " next to this\n"
 		"program, else in " NL_RUN_LIB_RELATIVE "/ relative to it. It is put first in the program's\n"

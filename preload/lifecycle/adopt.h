@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Delivering what other processes left behind: the segments (segment.h) of
  * processes of this user that ended without delivering everything they
  * recorded. Run by the background thread of every shim process (at its

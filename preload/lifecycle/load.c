@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The constructor and destructor: the only code that runs because a library
  * was loaded. Linked into the two shared libraries, never into unit tests,
  * which link the runtime without starting it.

@@ -1,4 +1,5 @@
-/* Delivery of the Python adapter (preload/python; README, "Connections").
+/* SPDX-License-Identifier: Apache-2.0 */
+/* Delivery of the Python adapter (preload/python; docs/python-adapter.md).
  *
  * In a process that is a CPython interpreter, the constructor puts the
  * adapter's directory first on PYTHONPATH before Python reads it, and keeps

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Lifecycle: configuration at load, a lazily started exporter thread, fork
  * handling, and a bounded flush at exit; and the delivery of what other
  * processes left (adopt.h), by the same thread.
@@ -11,7 +12,7 @@
  * export and in its exit flush, so a death is delivered within one export
  * interval while such a process lives. A fork does not start the thread: a
  * shell that records nothing forks without a page or a thread of the shim
- * to pay for (README, "Export": who delivers a killed child's values then).
+ * to pay for (docs/export.md: who delivers a killed child's values then).
  */
 #include "runtime.h"
 
@@ -36,6 +37,8 @@
 #include "adopt.h"
 #include "export.h"
 #include "httpmetrics.h"
+#include "genaimetrics.h"
+#include "rpcmetrics.h"
 #include "loadpath.h"
 #include "log.h"
 #include "memsampler.h"
@@ -71,7 +74,7 @@ NL_LOAD_STATE static bool can_adopt;    /* segments are on: leftovers can be del
 /* nemolens-run's pid (NL_ENV_RUN_EXPORTER), when it exports for its tree
  * and this configuration lets it: this process's segment then names it as
  * its exporter, and the process starts no thread and does no exit flush
- * while that process lives (README, "Export"). */
+ * while that process lives (docs/export.md). */
 NL_LOAD_STATE static uint32_t run_exporter;
 NL_LOAD_STATE static _Atomic bool thread_ever;       /* this process ran the thread: it delivers leftovers at exit too */
 /* The process whose state this file's variables hold: a fork child finds
@@ -446,6 +449,8 @@ static void prepare_recording(void)
 		nl_hooks_bypass = 1;   /* the shim's own memory */
 		nl_connmetrics_init();
 		nl_httpmetrics_register();
+		nl_genaimetrics_register();
+		nl_rpcmetrics_register();
 		nl_hooks_bypass = saved;
 		registered = true;
 	}
@@ -694,7 +699,7 @@ static void atfork_parent(void)
 	 * for nemolens-run takes over when that is gone. One that records
 	 * nothing starts nothing for a fork: under nemolens-run the launcher
 	 * delivers every segment of its tree; under plain LD_PRELOAD another
-	 * process of the shim does (README, "Export"). */
+	 * process of the shim does (docs/export.md). */
 	if (can_adopt && atomic_load(&nl_runtime_kicked))
 		take_over_export();
 }
@@ -807,6 +812,7 @@ NL_LOAD_PATH bool nl_runtime_load(void)
 	dest_configured = cfg.destinations != NULL;
 	registered = false;
 	nl_httpmetrics_init(&cfg);
+	nl_genaimetrics_init(&cfg);
 	nl_memsampler_init(&cfg);
 	/* nemolens-run reads segments as they are (cumulative values) and
 	 * samples memory for them (memsampler.h), to its own collector. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The lifecycle of the runtime: what the constructor and destructor of each
  * shared library (load.c) call. Everything else reaches the lifecycle only
  * through the flags and the kick of state.h. */

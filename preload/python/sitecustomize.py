@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # The start-up hook of the nemolens Python adapter. The shim puts this
 # directory first on PYTHONPATH as the interpreter starts, and site runs
 # this module. It puts the program's PYTHONPATH and sys.path back as they

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The demo's aiohttp workload (scripts/demo/client.py), timed from inside.
 
   python3 aiohttp_rps.py URL REQUESTS [LIMIT] [CLOSE_RATIO]

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Callgrind driver for scripts/bench: N calls of one libc function in a loop.
  *
  *   calls OP N

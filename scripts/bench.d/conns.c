@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Memory subjects for scripts/bench.
  *
  *   conns idle          prints "ready", then waits for a signal

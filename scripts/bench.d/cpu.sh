@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # CPU per request, sourced by scripts/bench (uses its helpers: row, check,
 # stop_pid, wait_http, wait_line, free_port, cg_row, and section 3's nginx
 # configuration in $NX).

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Exporter cost for scripts/bench: CPU time and bytes of one export.
  *
  *   export_bench URL N REPEATS

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Callgrind driver for the HTTP/1.x parser (preload/http/h1.c): N keep-alive
  * exchanges on one connection, each direction fed in one call.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* A library whose constructor starts one thread that sleeps for ever: preloaded
  * into a server, it puts the server on libc's multi-threaded paths as the
  * shim's exporter thread does, and does nothing else. scripts/bench.d/cpu.sh

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Wall-clock tight loops for scripts/bench.
  *
  *   loops connect N    N x (socket, connect to a loopback listener, accept, close, close)

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Benchmark helper for scripts/bench_memory.sh: a process tree of N processes
  * (this one and N-1 children, forks touching KB KiB each), alive for SECONDS.
  *   mem_fanout N KB SECONDS */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Benchmark helper for scripts/bench_memory.sh: touches MB MiB of anonymous
  * memory (every 4 KiB page written, no transparent huge pages), holds it for SECONDS, frees it, exits.
  *   mem_hog MB SECONDS */

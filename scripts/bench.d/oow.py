@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Out of the program's way: what the shim costs around recording, in both
 modes (plain LD_PRELOAD, where each process exports for itself, and
 nemolens-run, which exports for the tree). Runs A (no shim) and B (the shim)

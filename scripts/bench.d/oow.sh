@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # Section 8 of scripts/bench (sourced): out of the program's way. fork() and
 # exit under a collector that never answers, start-up (python3 -c pass), the
 # CPU to spawn /bin/true (with an empty .so preloaded as the floor), RSS,

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The Python adapter's cost (scripts/bench section 9): every process runs
 under the shim; A has NEMOLENS_PYTHON=off, B the adapter. Runs alternate
 A B A B so drift cancels within a pair. Writes "A <value>" / "B <value>"

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # Section 9 of scripts/bench (sourced): the Python adapter's cost. Every run
 # is under the shim; "without" is NEMOLENS_PYTHON=off, "with" the adapter.
 section "9. Python adapter (the shim with NEMOLENS_PYTHON=off vs on)"

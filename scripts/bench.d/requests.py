@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """N requests for /file.txt to a server on 127.0.0.1, sent as wrk sends them
 (a request line and a Host field), one at a time, for scripts/bench.d/cpu.sh:
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The Node.js peer of scripts/bench: a plain http server answering every
 // request with a small fixed body. Run bare, under the shim (LD_PRELOAD), or
 // under OpenTelemetry's zero-code instrumentation

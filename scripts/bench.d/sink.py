@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Fallback OTLP/HTTP sink for scripts/bench when VictoriaMetrics is missing:
 accepts every POST with 200 and an empty body. Prints its port, serves until killed."""
 import http.server

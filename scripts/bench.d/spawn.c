@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The cost of starting a process under each mode, measured one process at a
  * time with the modes interleaved: round after round, each mode spawns and
  * reaps one child, in an order that turns by one every round. A machine

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Arithmetic and formatting for scripts/bench (stdlib only).
 
   stats.py pairs FILE            FILE: lines "A <value>" / "B <value>" in run order.
@@ -69,6 +70,24 @@ def cpu_model():
     return platform.processor() or "unknown"
 
 
+def virt():
+    """The hypervisor, when the machine is a virtual one (figures of a virtual
+    machine move more: its page faults and interrupts are dearer)."""
+    try:
+        for line in open("/proc/cpuinfo"):
+            if line.startswith("flags"):
+                if " hypervisor" not in line:
+                    return ""
+                break
+    except OSError:
+        return ""
+    try:
+        vendor = open("/sys/class/dmi/id/sys_vendor").read().strip()
+    except OSError:
+        vendor = ""
+    return f"a virtual machine ({vendor})" if vendor else "a virtual machine"
+
+
 def table(tsv, md, mode):
     rows = [line.rstrip("\n").split("\t") for line in open(tsv) if line.strip()]
     head = ["#", "figure", "without shim", "with shim", "result", "target", ""]
@@ -86,12 +105,19 @@ def table(tsv, md, mode):
     n_pass = sum(1 for r in rows if r[6] == "pass")
     n_miss = sum(1 for r in rows if r[6] == "miss")
     print(f"\n{len(rows)} figures; targets: {n_pass} pass, {n_miss} miss (misses are findings, not failures)")
+    now = datetime.datetime.now(datetime.timezone.utc)
+    started = os.environ.get("BENCH_STARTED")
+    began = datetime.datetime.fromtimestamp(int(started), datetime.timezone.utc) if started else now
     with open(md, "w") as f:
         f.write(f"# nemolens preload benchmark ({mode})\n\n")
-        f.write(f"- date: {datetime.datetime.now().astimezone().isoformat(timespec='seconds')}\n")
+        f.write(f"- date: {began:%Y-%m-%d}, {began:%H:%M} to {now:%H:%M} UTC\n")
+        f.write(f"- host: {platform.node()}{', ' + virt() if virt() else ''}\n")
         f.write(f"- CPU: {cpu_model()}, {os.cpu_count()} cores\n")
         f.write(f"- kernel: {platform.system()} {platform.release()} ({platform.machine()})\n")
-        f.write(f"- memory: {os.sysconf('SC_PAGE_SIZE') * os.sysconf('SC_PHYS_PAGES') / 2**30:.1f} GiB\n\n")
+        f.write(f"- memory: {os.sysconf('SC_PAGE_SIZE') * os.sysconf('SC_PHYS_PAGES') / 2**30:.1f} GiB\n")
+        if os.environ.get("BENCH_SOURCE"):
+            f.write(f"- source: {os.environ['BENCH_SOURCE']}\n")
+        f.write("\n")
         f.write("| " + " | ".join(head[:-1] + ["status"]) + " |\n")
         f.write("|" + "---|" * len(head) + "\n")
         for r in rows:

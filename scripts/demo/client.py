@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """An aiohttp client workload with a small shared connection pool.
 
   /usr/bin/python3 client.py --target policy=http://127.0.0.1:P1/v1/work \

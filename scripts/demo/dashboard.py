@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The queries of dashboards/nemolens.json, as a backend is asked them.
 
     for panel in panels(): panel["row"], panel["title"], panel["unit"], panel["queries"], panel["legends"]

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Loopback destinations that fail in known ways, shared by the demo and the
 integration tests: a port that refuses, and a listener that never answers."""
 import socket

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Query the demo's VictoriaMetrics and print a summary table.
 
   /usr/bin/python3 report.py --vm http://127.0.0.1:PORT --accepted '{"policy": 31, ...}' \

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """A FastAPI app served by uvicorn on several loopback ports at once.
 
 It counts the TCP connections it accepts, per port, and exposes the counts on a

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The Grafana dashboard's panels in a browser, without Grafana.
 
   /usr/bin/python3 scripts/demo/viewer.py --vm http://127.0.0.1:PORT [--port 0]

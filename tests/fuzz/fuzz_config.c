@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Fuzzes configuration parsing: the input is a list of NAME=value lines
  * forming the whole environment seen by nl_config_load, plus the raw input
  * given to each value parser. */

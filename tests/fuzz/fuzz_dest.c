@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Fuzzes destination rules: the first line is NEMOLENS_DESTINATIONS, and
  * every address family the hooks can see is then matched against it. */
 #include <arpa/inet.h>

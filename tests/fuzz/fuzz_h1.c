@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Fuzzes the HTTP/1.x parser (preload/http/h1.c) and checks what its events
  * promise, not only that it does not crash.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Fuzzes the /proc parsers of the memory sampler (preload/core/procfs.c): the
  * same bytes go to every parser, as if any file could hold anything. */
 #include <stdint.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Fuzzes the parsers of a collector's answers: a google.rpc.Status body, a
  * Retry-After value, and the log summary of an arbitrary body. */
 #include <stdint.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Fuzzes http.route lookups. The first byte chooses the set-up: bits 0-1 the
  * unmatched mode, bit 2 truncated targets, bit 3 whether the first line is
  * NEMOLENS_HTTP_ROUTES, bits 4-7 the cap, and with it the segment limit

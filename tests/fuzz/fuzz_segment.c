@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Fuzzes the reader of other processes' segments (registry.c, segment.c):
  * a file left in the private directory is read as a private copy and must
  * never make its reader read outside that copy, whatever it holds. The

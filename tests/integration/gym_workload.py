@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The demo's Gym-shaped workload, for tests that need a backend full of it.
 
     w = GymWorkload(vm)      # vm: a victoria.Victoria; launcher="/usr/bin/nemolens-run"

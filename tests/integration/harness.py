@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Shared helpers for the integration tests: paths, listeners, running under the shim."""
 import atexit
 import os
@@ -98,7 +99,7 @@ def shim_env(**extra):
         del env[k]
     # Set, the exit flush may take all of it: a loaded machine (or a
     # sanitizer build) can be slower to answer than the quick wait of an
-    # exit whose values could stay for later (README, "Export"). The tests
+    # exit whose values could stay for later (docs/export.md). The tests
     # of that quick wait remove it.
     env["NEMOLENS_EXIT_TIMEOUT_MS"] = "500"
     env.update({k: str(v) for k, v in extra.items()})

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """A minimal OTLP/HTTP metrics receiver for tests.
 
 It decodes every request with the official Python bindings of the OTLP protos

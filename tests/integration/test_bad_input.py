@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Odd file descriptors, hostile configuration and huge destination sets:
 the program behaves exactly as without the shim, warnings are one line per
 problem, memory stays bounded, and what can be counted still is."""

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Smoke test of scripts/bench: `scripts/bench --smoke` runs every section with
 # tiny iteration counts and must print the result table with every row (a row
 # may say n/a when a component is missing, and a missed target is a finding,
@@ -15,7 +16,8 @@ if [ -n "${NL_SANITIZER_RUNTIME:-}" ]; then
 fi
 BUILD=$(cd "${NL_BIN:?the tests dir of a build tree}/.." && pwd)
 OUT=$(mktemp "${TMPDIR:-/tmp}/bench-smoke.XXXXXX")
-trap 'rm -f "$OUT"' EXIT
+REPORTS=$(mktemp -d "${TMPDIR:-/tmp}/bench-smoke-results.XXXXXX")
+trap 'rm -rf "$OUT" "$REPORTS"' EXIT
 
 fail() {
 	echo "FAIL: $*" >&2
@@ -25,7 +27,8 @@ fail() {
 }
 
 start=$SECONDS
-BENCH_USE_BUILD="$BUILD" timeout 540 "$SRC/scripts/bench" --smoke >"$OUT" 2>&1
+day0=$(date -u +%F)
+BENCH_USE_BUILD="$BUILD" BENCH_RESULTS_DIR="$REPORTS" timeout 540 "$SRC/scripts/bench" --smoke >"$OUT" 2>&1
 rc=$?
 [ "$rc" -eq 0 ] || fail "scripts/bench --smoke exited with $rc"
 
@@ -136,10 +139,20 @@ done
 # one a number, not an empty field (the lines' form changed once unnoticed).
 grep -F -- "memory sampler: cost per sample" <<<"$table" | grep -Eq 'tree [0-9]+ us CPU/sample .*PSS read [0-9]+ us' ||
 	fail "the memory sampler's row has no figures"
-# The Markdown report with the machine description.
-MD="$BUILD/bench.md"
-[ -s "$MD" ] || fail "$MD not written"
-grep -q '^- CPU: ' "$MD" && grep -q '^- kernel: ' "$MD" && grep -q '^- date: ' "$MD" ||
+# The run's report: a file of its own in the results directory, named by
+# the run's UTC time, host and mode, whose path the bench printed, with the
+# date and the machine; bench.md in the build is a copy of it.
+reports=("$REPORTS"/bench-*-smoke.md)
+[ "${#reports[@]}" -eq 1 ] && [ -s "${reports[0]}" ] || fail "no report in the results directory: ${reports[*]}"
+MD=${reports[0]}
+[[ $(basename "$MD") =~ ^bench-[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{6}Z-.+-smoke\.md$ ]] || fail "report name $(basename "$MD")"
+grep -qF "results written to $MD" "$OUT" || fail "the bench did not print the report's path"
+grep -Eq '^- date: [0-9]{4}-[0-9]{2}-[0-9]{2}, [0-9]{2}:[0-9]{2} to [0-9]{2}:[0-9]{2} UTC$' "$MD" ||
+	fail "$MD has no date line"
+day=$(sed -n 's/^- date: \([0-9-]*\),.*/\1/p' "$MD")
+[ "$day" = "$day0" ] || fail "$MD is dated $day, the run started on $day0"
+grep -q '^- CPU: ' "$MD" && grep -q '^- kernel: ' "$MD" && grep -q '^- host: ' "$MD" ||
 	fail "$MD lacks the machine description"
 [ "$(grep -c '^| ' "$MD")" -eq $((${#rows[@]} + 1)) ] || fail "$MD does not hold every row"
+cmp -s "$MD" "$BUILD/bench.md" || fail "$BUILD/bench.md is not a copy of the run's report"
 echo "ok: bench smoke printed all ${#rows[@]} rows in $((SECONDS - start)) s"

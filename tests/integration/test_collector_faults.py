@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """A collector that fails in every way an operator has seen: the program's
 output, exit status and exit time stay as without the shim, each distinct
 problem is reported once, memory stays bounded during an outage, and

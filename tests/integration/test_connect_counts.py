@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """A client with a known set of connection attempts runs under the shim; the
 OTLP it exports, decoded by the official Python bindings, must show exactly
 those attempts per destination and exactly the queued acquisitions per outcome."""

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Every query of dashboards/nemolens.json, asked of a backend that holds real data.
 
 VictoriaMetrics is fed the demo's Gym-shaped workload under the shim (uvicorn/

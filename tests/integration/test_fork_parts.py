@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """fork() while other threads hold the locks of the shim's parts.
 
 tests/programs/fork_parts first uses the parts in a chosen order (the NeMo
@@ -49,13 +50,10 @@ class ForkParts(harness.ShimTestCase):
         r = harness.run(args, self.env(mode), timeout=TIMEOUT)
         self.assertEqual(r.returncode, 0, f"{mode}/{order}: {r.stderr[-2000:]}")
         self.assertEqual(r.stdout.strip(), f"forks {forks}", f"{mode}/{order}: {r.stderr[-2000:]}")
-        # A child that does not exit 0 is shown, not judged here: this test is
-        # about forks that return (the children's values are other tests').
-        children = [line for line in r.stderr.splitlines() if line.startswith("fork_parts: child ")]
-        if children:
-            print(f"\n  {mode}/{order}: {len(children)} of {forks} children did not exit 0: {children[:3]}")
-        others = [line for line in r.stderr.splitlines() if not line.startswith("fork_parts: child ")]
-        self.assertEqual(others, [], f"{mode}/{order}")
+        # Every child exits 0: one that records while its parent's threads make
+        # new series copies an arena that changes under it (registry.h,
+        # nl_registry_mend_copy), and a bad copy shows as a crash here.
+        self.assertEqual(r.stderr.splitlines(), [], f"{mode}/{order}")
 
     def test_lens_first(self):
         for mode in ("preload", "run", "linked"):

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The HTTP layer on the client side: requests, aiohttp and curl run under the
 shim against a plain HTTP server in this test process (not under the shim)
 with a known latency per port:

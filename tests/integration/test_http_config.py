@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The HTTP layer's configuration, on a plain Python HTTP server
 (http_apps/plain_server.py) under the shim driven by this process's raw
 client, and a urllib client (a connection per request) under the shim:

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """http.route stays low-cardinality whatever the identifiers look like.
 
 A FastAPI app with one route, /items/{item_id} (http_apps/items_app.py), runs

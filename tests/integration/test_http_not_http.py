@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Protocols over TCP that are not HTTP produce no http.* data.
 
 A raw binary echo server and a Redis-like server (inline commands such as

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The HTTP layer on the server side of real servers other than uvicorn, each
 run under the shim, with this process (not under the shim) as the client:
 

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The HTTP layer on the server side, on a NeMo-Gym-shaped FastAPI app.
 
 The app (http_apps/gym_app.py) runs under uvicorn under the shim, once on

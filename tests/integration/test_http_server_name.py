@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """NeMo Gym's attribute set on http.server.active_requests, with no settings.
 
 NeMo Gym's metrics table has http.server.active_requests by http.server_name

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The HTTP layer end to end through a real backend: the NeMo-Gym-shaped FastAPI
 app (http_apps/gym_app.py) under the shim exports to a private VictoriaMetrics;
 PromQL over what it stored must show exactly the requests this test made, by

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """HTTPS: the HTTP metrics from OpenSSL's plaintext (hooks/ssl.c), with a
 self-signed certificate made for the run (openssl req):
 
@@ -13,7 +14,7 @@ self-signed certificate made for the run (openssl req):
   servers in this process: counts per (destination, method, status) exact.
 - nginx with a TLS listener under the shim: counts per (route, method,
   status) exact, body bytes, and HTTP/2 over TLS (ALPN h2, curl --http2
-  under the shim) on a second listener gives no HTTP data on either side.
+  under the shim) on a second listener: counted as HTTP/2 on both sides.
 - HTTP/2's connection preface over TLS (ALPN h2) and a raw echo over TLS,
   both sides under the shim: no HTTP data; a control HTTPS request is seen.
 - One TLS connection written by one thread and read by another at the same
@@ -300,13 +301,17 @@ class NginxTls(Checks, unittest.TestCase):
         self.assertEqual(self.log.counts(), {(self.ROUTE, "GET", 200): 13, (self.ROUTE, "HEAD", 200): 1,
                                              (self.ROUTE, "GET", 304): 1, ("/nope.txt", "GET", 404): 2})
 
+    def http1(self, by):
+        return {k[1:]: v for k, v in by.items() if k[0] != "2"}
+
     def test_requests_per_route_method_status(self):
-        self.assertEqual(hc.counts_by(self.reqs, hc.SERVER_DURATION, hc.ROUTE, hc.METHOD, hc.STATUS),
+        self.assertEqual(self.http1(hc.counts_by(self.reqs, hc.SERVER_DURATION, hc.VERSION, hc.ROUTE, hc.METHOD,
+                                                 hc.STATUS)),
                          self.log.counts(), hc.summary(self.reqs))
         self.assertHttps(self.reqs)
 
     def test_body_bytes(self):
-        resp = hc.sums_by(self.reqs, hc.SERVER_RESP_BODY, hc.ROUTE, hc.METHOD, hc.STATUS)
+        resp = self.http1(hc.sums_by(self.reqs, hc.SERVER_RESP_BODY, hc.VERSION, hc.ROUTE, hc.METHOD, hc.STATUS))
         self.assertEqual(resp.get((self.ROUTE, "GET", 200)), 13.0 * self.FILE_SIZE, hc.summary(self.reqs))
         self.assertEqual(resp.get((self.ROUTE, "HEAD", 200)), 0.0)
         self.assertEqual(resp.get((self.ROUTE, "GET", 304)), 0.0)
@@ -315,11 +320,17 @@ class NginxTls(Checks, unittest.TestCase):
         self.assertIdleHttps(hc.of_service(self.idle, "nginx-tls"), ["GET", "HEAD"])
 
     @unittest.skipIf(NO_CURL, "curl hangs under a preloaded sanitizer runtime alone")
-    def test_http2_over_tls_is_not_http1(self):
+    def test_http2_over_tls(self):
         self.assertEqual(self.h2.returncode, 0, self.h2.stderr)
         self.assertClean(self.h2.stderr, "curl --http2")
         self.assertEqual(self.h2.stdout.split("\n")[:-1], ["2 200"] * 3 + ["2 404"])
-        self.assertEqual(hc.http_names(self.h2_reqs), set(), hc.summary(self.h2_reqs))
+        want = {("2", "GET", 200): 3, ("2", "GET", 404): 1}
+        self.assertEqual(hc.counts_by(self.h2_reqs, hc.CLIENT_DURATION, hc.VERSION, hc.METHOD, hc.STATUS), want,
+                         hc.summary(self.h2_reqs))
+        server = hc.counts_by(self.reqs, hc.SERVER_DURATION, hc.VERSION, hc.METHOD, hc.STATUS)
+        self.assertEqual({k: v for k, v in server.items() if k[0] == "2"}, want, hc.summary(self.reqs))
+        resp = hc.sums_by(self.reqs, hc.SERVER_RESP_BODY, hc.VERSION, hc.ROUTE, hc.METHOD, hc.STATUS)
+        self.assertEqual(resp.get(("2", self.ROUTE, "GET", 200)), 3.0 * self.FILE_SIZE)
         self.assertEqual(hc.values_by(self.h2_reqs, hc.CONNECTS, hc.DEST), {("external",): 1})
 
 

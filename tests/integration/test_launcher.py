@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """nemolens-run: the program it starts really runs under the shim (its connections
 reach the sink with the options' endpoint and service name), LD_PRELOAD keeps what
 was there and holds the shim once, the launcher itself is never instrumented, exit

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The NeMo Lens C API end to end.
 
 (a) A Python program under the preload records RL metrics through ctypes

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Lifecycle: short-lived processes export at exit, periodic export keeps one
 start time, disabled configurations export nothing, and a dead or blackholed
 collector changes neither the program's output nor (beyond a bound) its exit time."""

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Memory profiling: server trees, host memory and gym.servers.active, checked
 against /proc read by the test itself.
 

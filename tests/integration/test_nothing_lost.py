@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Nothing a process recorded is lost, however it ends: exit, _exit, _Exit,
 exec, abort, SIGSEGV, SIGTERM, SIGINT, SIGKILL, a fork pool terminated, a
 child that outlives its parent, nemolens-run's own program killed. Every

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Every test of test_nothing_lost.py under nemolens-run, which exports for
 its program's whole tree: live processes every interval, the dead from their
 segments, each under its own resource, with the same exact counts. (A file

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Out of the program's way. A collector that accepts connections and never
 answers holds no fork back and costs an exit little, and what the processes
 recorded meanwhile is not lost: once the collector answers, every value of
@@ -281,8 +282,11 @@ class OutOfTheWay(harness.ShimTestCase):
         # libc's functions sit with the load path, the fd table's first slots
         # on a page already written. The shell's one more fault is libc's
         # own, the dynamic linker's lookup of dup2 and close.
-        for argv, extra in ((["/bin/true"], 1), (["/bin/cat", "/dev/null"], 1),
-                            (["/bin/sh", "-c", "exec 3>/dev/null; echo x >&3; exec 3>&-"], 2)):
+        # The figures themselves are the bench's (scripts/bench, section 8);
+        # this test keeps a slack of three pages, which no loaded machine
+        # moves a median of 21 runs by, and catches a load path that spills.
+        for argv, extra in ((["/bin/true"], 3), (["/bin/cat", "/dev/null"], 3),
+                            (["/bin/sh", "-c", "exec 3>/dev/null; echo x >&3; exec 3>&-"], 4)):
             floor, shim = [], []
             for _ in range(21):
                 floor.append(faults(argv, empty))

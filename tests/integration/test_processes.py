@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """fork, vfork+exec, posix_spawn, threads and signal handlers under the shim:
 each process reports exactly its own connections, under its own identity."""
 import os

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The Python adapter: pool waits of aiohttp and httpx as NeMo Gym defines
 them, from real clients under the real shim, checked at the OTLP sink
 against the clients' own ground truth (aiohttp's trace signals; for httpx,
@@ -16,6 +17,7 @@ from otlp_sink import Sink, attrs  # noqa: E402
 
 QUEUE = "gym.http.connection_pool.queue_duration_ms"
 CONNECTS = "gym.http.connection_pool.connect_total"
+OPENED = "nemolens.connection.opened"
 DEST = "nemo.gym.http.destination.server.name"
 OUTCOME = "nemo.gym.http.connection_pool.queue_outcome"
 CONSTRAINT = "nemo.gym.http.connection_pool.queue_constraint"
@@ -41,23 +43,23 @@ def queue_points(sink):
     return out
 
 
-def connects(sink):
-    return {attrs(p)[DEST]: p.as_int for _, _, p in sink.latest_by_instance(CONNECTS)}
+def connects(sink, name=None):
+    return {attrs(p)[DEST]: p.as_int for _, _, p in sink.latest_by_instance(name or CONNECTS)}
 
 
 class Aiohttp(unittest.TestCase):
-    LIBS, VERSION = None, "3.8."
+    LIBS, VERSION, ENV = None, "3.8.", {}
 
     @classmethod
     def setUpClass(cls):
         harness.new_runtime_dir()
         cls.sink = Sink()
-        cls.servers = [HoldingServer() for _ in range(4)]
-        a, b, c, d = (s.port for s in cls.servers)
-        env = client_env(cls.LIBS, OTEL_EXPORTER_OTLP_METRICS_ENDPOINT=cls.sink.url,
-                         NEMOLENS_DESTINATIONS=f"alpha=127.0.0.1:{a},beta=localhost:{b},gamma=127.0.0.1:{c}")
-        cls.proc = harness.run([harness.PYTHON, os.path.join(APPS, "aiohttp_client.py"), str(a), str(b), str(c),
-                                str(d)], env, timeout=120)
+        cls.servers = [HoldingServer() for _ in range(7)]
+        a, b, c, d, e, f, g = ports = [str(s.port) for s in cls.servers]
+        env = client_env(cls.LIBS, OTEL_EXPORTER_OTLP_METRICS_ENDPOINT=cls.sink.url, **cls.ENV,
+                         NEMOLENS_DESTINATIONS=f"alpha=127.0.0.1:{a},beta=localhost:{b},gamma=127.0.0.1:{c},"
+                                               f"delta=127.0.0.1:{e},epsilon=127.0.0.1:{f},zeta=127.0.0.1:{g}")
+        cls.proc = harness.run([harness.PYTHON, os.path.join(APPS, "aiohttp_client.py")] + ports, env, timeout=120)
         cls.truth = json.loads(cls.proc.stdout) if cls.proc.returncode == 0 else None
         cls.got = queue_points(cls.sink)
 
@@ -103,9 +105,26 @@ class Aiohttp(unittest.TestCase):
     def test_no_socket_level_queue_samples(self):
         self.assertEqual([k for k in self.got if k[2] == "unknown"], [])
 
-    def test_connect_total_stays_the_socket_count(self):
-        self.assertEqual(connects(self.sink)["alpha"], self.truth["created"]["alpha"])
-        self.assertEqual(connects(self.sink)["gamma"], self.truth["created"]["gamma"])
+    def test_connect_total_counts_acquisitions(self):
+        # One per request, hop and retry, whether it reused a connection,
+        # opened one, waited or gave up (NeMo Gym's connect_total).
+        self.assertEqual(connects(self.sink), self.truth["requests"])
+        self.assertEqual({d: self.truth["requests"][d] for d in ("delta", "epsilon", "zeta")},
+                         {"delta": 2, "epsilon": 2, "zeta": 3})
+        self.assertEqual(self.truth["requests"]["alpha"], 50)
+        self.assertEqual(self.truth["requests"]["gamma"], 6)
+
+    def test_new_connections_keep_a_name_of_their_own(self):
+        got = connects(self.sink, OPENED)
+        for dest in ("alpha", "beta", "gamma", "delta", "epsilon", "zeta"):
+            self.assertEqual(got[dest], self.truth["created"][dest], dest)
+        # Keep-alive: far fewer connections than acquisitions.
+        self.assertLess(got["alpha"], self.truth["requests"]["alpha"] / 2)
+
+    def test_gym_cases_queue_samples(self):
+        # The timed-out attempt is abandoned, its retry waits for the slot.
+        self.assertEqual(self.got[("zeta", "abandoned", "total")][0], 1)
+        self.assertEqual(self.got[("zeta", "ok", "total")][0], 1)
 
 
 class Aiohttp311(Aiohttp):
@@ -120,12 +139,13 @@ class Httpx(unittest.TestCase):
     def setUpClass(cls):
         harness.new_runtime_dir()
         cls.sink = Sink()
-        cls.servers = [HoldingServer() for _ in range(3)]
-        a, b, c = (s.port for s in cls.servers)
+        cls.servers = [HoldingServer() for _ in range(4)]
+        a, b, c, d = (s.port for s in cls.servers)
         env = client_env(cls.LIBS, OTEL_EXPORTER_OTLP_METRICS_ENDPOINT=cls.sink.url,
-                         NEMOLENS_DESTINATIONS=f"alpha=127.0.0.1:{a},beta=127.0.0.1:{b},gamma=127.0.0.1:{c}")
+                         NEMOLENS_DESTINATIONS=f"alpha=127.0.0.1:{a},beta=127.0.0.1:{b},gamma=127.0.0.1:{c},"
+                                               f"delta=127.0.0.1:{d}")
         cls.proc = harness.run([harness.PYTHON, os.path.join(APPS, "httpx_client.py"), str(a), str(b), str(c),
-                                str(cls.N), str(cls.M), str(cls.H)], env, timeout=120)
+                                str(cls.N), str(cls.M), str(cls.H), str(d)], env, timeout=120)
         cls.out = json.loads(cls.proc.stdout) if cls.proc.returncode == 0 else None
         cls.got = queue_points(cls.sink)
 
@@ -168,6 +188,15 @@ class Httpx(unittest.TestCase):
         self.assertEqual(count, 4)   # two PoolTimeouts, two of the three cancelled
         self.assertGreaterEqual(total, 2 * (200 - 10))   # the two pool timeouts alone
 
+    def test_connect_total_counts_requests_of_the_pool(self):
+        self.assertEqual(self.out["redirect"], [200, 1])
+        # The warm-up request and N; 3 pool timeouts and 3 cancelled; a
+        # redirect's two hops.
+        self.assertEqual(connects(self.sink), {"alpha": self.N + 1, "beta": self.N + 1, "gamma": 6, "delta": 2})
+        opened = connects(self.sink, OPENED)
+        self.assertEqual(opened["delta"], 1)   # the redirect's hops share a connection
+        self.assertTrue(1 <= opened["alpha"] <= self.M, opened)
+
     def test_only_these_series(self):
         self.assertEqual(sorted(self.got), [("alpha", "ok", "total"), ("beta", "ok", "total"),
                                             ("gamma", "abandoned", "total")])
@@ -196,6 +225,11 @@ class EntryPoint(unittest.TestCase):
                 "     f(b'192.168.7.7', 9, 4.0, 0, 1),\n"
                 "     f(b'x', 1, -1.0, 0, 0), f(b'x', 1, float('nan'), 0, 0), f(b'x', 1, 1.0, 2, 0),\n"
                 "     f(b'x', 1, 1.0, 0, 3), f(None, 1, 1.0, 0, 0), f(b'x', 70000, 1.0, 0, 0)]\n"
+                "a = ctypes.CDLL(None).nemolens_pool_acquire\n"
+                "a.argtypes = (ctypes.c_char_p, ctypes.c_int)\n"
+                "for h, p in ((b'api.example', 8000), (b'API.example', 8000), (b'10.1.2.3', 80), (b'x', 1),\n"
+                "             (None, 1), (b'x', 70000), (b'x', -2)):\n"
+                "    a(h, p)\n"
                 "print(r)\n")
             p = harness.run([harness.PYTHON, "-c", code], env)
             self.assertEqual(p.returncode, 0, p.stderr)
@@ -208,6 +242,7 @@ class EntryPoint(unittest.TestCase):
                 ("v6", "ok", "unknown"): (1, 3.0),
                 ("net", "ok", "total"): (1, 4.0),
             })
+            self.assertEqual(connects(sink), {"byname": 2, "byaddr": 1, "external": 1})
         finally:
             sink.close()
 

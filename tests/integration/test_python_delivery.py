@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """How the shim delivers its Python adapter: every Python process gets it,
 the program sees the sys.path and PYTHONPATH it would have had without the
 shim, its own sitecustomize still runs once, children get it too, and

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The shim adds no byte to a program's output, names what is true, and stands
 down in privileged programs.
 

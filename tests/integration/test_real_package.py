@@ -1,11 +1,12 @@
+# SPDX-License-Identifier: Apache-2.0
 """The Debian package, built, checked, installed, used and removed.
 
 `cmake --build BUILD --target package` must write nemolens_<version>_<arch>.deb
 holding every installed file under /usr (libraries in the multiarch
 directory), with Depends computed from the binaries plus libcurl4 (opened with
 dlopen), and lintian must find no error in it. Installed with dpkg, the
-package must work as a user would use it: /usr/bin/nemolens-run finds the
-installed shim, and the demo's workload (gym_workload.py) started with it
+package must work as a user would use it: `man nemolens-run` and `man 7 nemolens`
+show the manual pages, /usr/bin/nemolens-run finds the installed shim, and the demo's workload (gym_workload.py) started with it
 fills every panel of the installed dashboard in VictoriaMetrics; a C program builds against the installed header and library
 with `pkg-config --cflags --libs nemolens` and exports what it records.
 
@@ -51,6 +52,10 @@ EXPECTED = [
     "/usr/share/doc/nemolens/copyright",
     "/usr/share/doc/nemolens/changelog.gz",
     "/usr/share/doc/nemolens/examples/lens_example.c",
+    "/usr/share/doc/nemolens/docs/configuration.md",
+    "/usr/share/doc/nemolens/docs/metrics.md",
+    "/usr/share/man/man1/nemolens-run.1.gz",
+    "/usr/share/man/man7/nemolens.7.gz",
 ]
 
 def installed():
@@ -116,6 +121,21 @@ class Package(unittest.TestCase):
         # libc, protobuf-c and zlib come from dpkg-shlibdeps; libcurl4 is dlopen'ed.
         self.assertLessEqual({"libc6", "libprotobuf-c1", "zlib1g", "libcurl4"}, depends)
 
+    def test_copyright_names_the_license(self):
+        """Debian's machine-readable format (DEP-5), the Apache License 2.0."""
+        tmp = tempfile.mkdtemp(prefix="nemolens-copyright.")
+        self.addCleanup(shutil.rmtree, tmp, True)
+        p = run(["dpkg-deb", "-x", self.deb, tmp])
+        self.assertEqual(p.returncode, 0, p.stderr)
+        with open(os.path.join(tmp, "usr/share/doc/nemolens/copyright")) as f:
+            text = f.read()
+        self.assertTrue(text.startswith("Format: https://www.debian.org/doc/packaging-manuals/copyright-format/1.0/"),
+                        text[:200])
+        self.assertRegex(text, r"(?m)^Files: \*\nCopyright: .+\nLicense: Apache-2.0$")
+        self.assertRegex(text, r"(?m)^License: Apache-2.0\n .*Apache License")
+        self.assertIn("/usr/share/common-licenses/Apache-2.0", text)
+        self.assertNotIn("unknown", text)
+
     def test_lintian_finds_no_errors(self):
         p = run(["lintian", "--no-tag-display-limit", self.deb])
         tags = [line for line in p.stdout.splitlines() if re.match(r"^[EW]: ", line)]
@@ -132,6 +152,7 @@ class Package(unittest.TestCase):
             if os.path.isdir(adapter):
                 pyc = [f for _, _, fs in os.walk(adapter) for f in fs if f.endswith(".pyc")]
                 self.assertTrue(pyc, f"postinst compiled nothing in {adapter}")
+            self.check_manual_pages()
             self.check_nemolens_run()
             self.check_c_api_build()
         finally:
@@ -171,6 +192,26 @@ class Package(unittest.TestCase):
         q = 'sum({__name__="http.server.request.duration_count", "service.name"="demo-servers"})'
         vec = vm.wait_for(q, lambda v: v and float(v[0]["value"][1]) >= answered)
         self.assertEqual(float(vec[0]["value"][1]), answered)
+
+    def check_manual_pages(self):
+        """`man nemolens-run` and `man 7 nemolens` work once installed."""
+        env = dict(os.environ, MANWIDTH="80", MANPAGER="cat", PAGER="cat", LC_ALL="C.UTF-8")
+        for args, path, title in ((["nemolens-run"], "/usr/share/man/man1/nemolens-run.1.gz", "nemolens-run(1)"),
+                                  (["7", "nemolens"], "/usr/share/man/man7/nemolens.7.gz", "nemolens(7)")):
+            p = run(["man", "-w"] + args, env=env)
+            self.assertEqual((p.returncode, p.stdout.strip()), (0, path), p.stderr)
+            p = run(["man"] + args, env=env)
+            self.assertEqual(p.returncode, 0, p.stderr)
+            head = p.stdout.splitlines()[:10]
+            self.assertTrue(head and head[0].startswith(title), head)
+            self.assertIn("NAME", head)
+        # The page lists every variable the reference does (it is made from it).
+        page = run(["man", "7", "nemolens"], env=env).stdout
+        for var in ("OTEL_EXPORTER_OTLP_ENDPOINT", "NEMOLENS_DESTINATIONS", "NEMOLENS_LOG_PATH"):
+            self.assertIn(var, page)
+        # nemolens-run --help points at it.
+        p = run(["/usr/bin/nemolens-run", "--help"])
+        self.assertIn("nemolens(7)", p.stdout)
 
     def check_c_api_build(self):
         flags = run(["pkg-config", "--cflags", "--libs", "nemolens"])

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Real programs behave under the shim exactly as without it.
 
 - Two real projects' own test suites, from Debian packages: CPython's

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """CPython's own tests of how an interpreter starts, imports and runs its
 children (libpython3.11-testsuite: test_site, test_import, test_subprocess,
 test_venv) give the same per-test results under the shim, with its Python

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """End to end through a real backend: programs run under the shim export to a
 private VictoriaMetrics (OTLP/HTTP protobuf), and PromQL over what it stored
 must show exactly the connections the test itself counted.

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The dashboard's panels, drawn in a real browser from real data.
 
 VictoriaMetrics is fed the demo's workload under the shim (gym_workload.py);

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """A private VictoriaMetrics for integration tests.
 
     vm = Victoria()                   # free 127.0.0.1 port, temporary data dir, healthy

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* A client that makes an exact, known set of connection attempts, so tests
  * can compare what the shim reports with what really happened.
  *

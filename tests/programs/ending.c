@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Makes N blocking connects to 127.0.0.1:PORT, then ends the way HOW says,
  * so tests can check that what a process recorded survives every way a
  * process ends.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Forks while other threads take the locks of the shim's parts, after the
  * parts were first used in a chosen order (test_fork_parts.py).
  *

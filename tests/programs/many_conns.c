@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* A threaded client holding many connections open at once.
  *
  *   many_conns PORT THREADS PER_THREAD

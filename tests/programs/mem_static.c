@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Built static (out of LD_PRELOAD's reach): touches MB MiB, writes one byte
  * to FD, and waits for SIGTERM.   mem_static MB FD */
 #include <signal.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* A process tree with known memory, for the memory sampler's integration test.
  *
  *   mem_tree root MB_ROOT MB_FORKED MB_STATIC MB_OTHER

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Unusual file descriptor use; prints what it saw so a test can compare runs
  * with and without the shim.
  *

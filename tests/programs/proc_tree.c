@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Exercises processes, threads and signals under the shim; every count it
  * makes is known, so the test can compare the export with the truth.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Writes to stdout and to stderr around real connections, from itself and
  * from forked children, so tests can compare both output streams byte for
  * byte with and without the shim, separately and merged.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Makes N blocking connects to 127.0.0.1:PORT, sleeps MS milliseconds, prints
  * a line and exits with status 3 (a distinctive code the tests compare).
  *

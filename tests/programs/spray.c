@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Connects once to each of COUNT distinct loopback addresses 127.2.0.0 + i on
  * PORT (nobody listens: each is refused at once), then to each of NAMED
  * addresses 127.1.0.0 + i. Prints the numbers of attempts.

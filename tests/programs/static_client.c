@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Built with -static: LD_PRELOAD cannot reach it. It must run exactly as
  * without the shim.  static_client PORT N */
 #include <arpa/inet.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Connects to 127.0.0.1:PORT every INTERVAL_MS for DURATION_MS, then prints
  * how many connects it made and exits 0.
  *

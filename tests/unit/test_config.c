@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* nl_config_load and its value parsers, against a fake environment.
  *
  * Every test builds its own environment in a static table that fake_getenv
@@ -14,6 +15,7 @@
 #include <unistd.h>
 
 #include "config.h"
+#include "gymconfig.h"
 #include "route.h"
 #include "log.h"
 
@@ -75,7 +77,7 @@ static void load(struct nl_config *cfg)
 	nl_config_load(cfg, fake_getenv, "myprog");
 }
 
-/* Every variable the README documents (and aliases). */
+/* Every variable docs/configuration.md documents (and aliases). */
 static const char *const ALL_VARS[] = {
 	"OTEL_SDK_DISABLED",
 	"NEMOLENS_ENABLED",
@@ -120,12 +122,18 @@ static const char *const ALL_VARS[] = {
 	"NEMOLENS_GYM_ENDPOINTS",
 	"NEMOLENS_GYM_ROLLOUT_ROUTE",
 	"NEMOLENS_GYM_VERIFY_ROUTE",
+	"NEMOLENS_GENAI",
+	"NEMOLENS_GENAI_PATHS",
+	"NEMOLENS_GENAI_PROVIDER",
 	"OTEL_RESOURCE_ATTRIBUTES",
 	"OTEL_SERVICE_NAME",
 	"NEMOLENS_DESTINATIONS",
 	"NEMOLENS_CONSOLE_PATH",
 	"NEMOLENS_SERVER_NAME",
 	"NEMOLENS_SERVER_TYPE",
+	"NEMO_GYM_CONFIG_PATH",
+	"NEMO_GYM_CONFIG_DICT",
+	"NEMO_GYM_OTEL_SERVICE_NAME_PER_SERVER",
 	"NEMOLENS_LOG_LEVEL",
 	"NEMOLENS_LOG_PATH",
 	"NEMOLENS_OUTERMOST_PID",
@@ -271,6 +279,7 @@ Test(config, empty_values_count_as_unset)
 Test(config, reads_exactly_the_documented_variables)
 {
 	struct nl_config c;
+	env_set("NEMO_GYM_CONFIG_PATH", "srv");   /* the Gym variables read only then */
 	load(&c);
 	nl_config_free(&c);
 	for (size_t i = 0; i < n_queried; i++) {
@@ -301,7 +310,22 @@ Test(config, http_defaults_and_values)
 	cr_assert(c.gym_endpoints);
 	cr_assert_str_eq(c.gym_rollout_route, "/run");
 	cr_assert_str_eq(c.gym_verify_route, "/verify");
+	cr_assert(c.genai, "model calls are read by default");
+	cr_assert_null(c.genai_paths);
+	cr_assert_null(c.genai_provider);
 	nl_config_free(&c);
+
+	env_set("NEMOLENS_GENAI", "false");
+	env_set("NEMOLENS_GENAI_PATHS", "/generate=text_completion");
+	env_set("NEMOLENS_GENAI_PROVIDER", "vllm");
+	load(&c);
+	cr_assert_not(c.genai);
+	cr_assert_str_eq(c.genai_paths, "/generate=text_completion");
+	cr_assert_str_eq(c.genai_provider, "vllm");
+	nl_config_free(&c);
+	env_set("NEMOLENS_GENAI", "");
+	env_set("NEMOLENS_GENAI_PATHS", "");
+	env_set("NEMOLENS_GENAI_PROVIDER", "");
 
 	env_set("NEMOLENS_HTTP", "server");
 	env_set("NEMOLENS_HTTP_ROUTE_UNMATCHED", "path");
@@ -1545,4 +1569,148 @@ Test(config, strings_live_in_the_store_until_it_is_full)
 	cr_assert(!in_store(&c, c.http_routes) && !in_store(&c, c.server_name), "too long for the store");
 	cr_assert_leq(c.store_used, sizeof c.store);
 	nl_config_free(&c);
+}
+
+/* NeMo Gym's orchestrator starts each server with its name and the global
+ * configuration (YAML, as OmegaConf writes it). */
+static const char GYM_YAML[] =
+	"# written by the orchestrator\n"
+	"config_paths:\n"
+	"- a.yaml\n"
+	"policy_model:\n"
+	"  responses_api_models:\n"
+	"    vllm_model:\n"
+	"      entrypoint: app.py\n"
+	"      host: 127.0.0.1\n"
+	"\n"
+	"math_verify:\n"
+	"  # the type follows\n"
+	"  'resources_servers':\n"
+	"    math:\n"
+	"      entrypoint: app.py\n"
+	"simple_agent:\n"
+	"  responses_api_agents:\n"
+	"    simple_agent: {entrypoint: app.py}\n";
+
+Test(config, gym_identity_from_the_orchestrators_variables)
+{
+	struct nl_config c;
+	env_set("NEMO_GYM_CONFIG_PATH", "math_verify");
+	env_set("NEMO_GYM_CONFIG_DICT", GYM_YAML);
+	load(&c);
+	cr_assert_str_eq(c.server_name, "math_verify");
+	cr_assert_str_eq(c.server_type, "resources_servers");
+	cr_assert_str_eq(c.service_name, "nemo-gym/math_verify");
+	nl_config_free(&c);
+
+	setup();
+	env_set("NEMO_GYM_CONFIG_PATH", "policy_model");
+	env_set("NEMO_GYM_CONFIG_DICT", GYM_YAML);
+	env_set("OTEL_SERVICE_NAME", "rl-run");
+	load(&c);
+	cr_assert_str_eq(c.server_type, "responses_api_models");
+	cr_assert_str_eq(c.service_name, "rl-run/policy_model");
+	nl_config_free(&c);
+
+	/* NEMOLENS_SERVER_NAME and _TYPE win; Gym's switch for the suffix. */
+	setup();
+	env_set("NEMO_GYM_CONFIG_PATH", "simple_agent");
+	env_set("NEMO_GYM_CONFIG_DICT", GYM_YAML);
+	env_set("NEMOLENS_SERVER_NAME", "mine");
+	env_set("NEMOLENS_SERVER_TYPE", "kind");
+	env_set("NEMO_GYM_OTEL_SERVICE_NAME_PER_SERVER", "false");
+	env_set("OTEL_SERVICE_NAME", "svc");
+	load(&c);
+	cr_assert_str_eq(c.server_name, "mine");
+	cr_assert_str_eq(c.server_type, "kind");
+	cr_assert_str_eq(c.service_name, "svc");
+	nl_config_free(&c);
+
+	/* JSON is YAML too. */
+	setup();
+	env_set("NEMO_GYM_CONFIG_PATH", "judge");
+	env_set("NEMO_GYM_CONFIG_DICT", " {\"x\": {\"judge\": {\"a\": 1}}, \"judge\" : {\"resources_servers\": {}}}");
+	load(&c);
+	cr_assert_str_eq(c.server_type, "resources_servers");
+	nl_config_free(&c);
+}
+
+static char *gym_type_of(const char *config, const char *name)
+{
+	static char type[64];
+	return nl_gym_server_type(config, name, type, sizeof type) == 0 ? type : NULL;
+}
+
+Test(parse, gym_server_type)
+{
+	cr_assert_str_eq(gym_type_of(GYM_YAML, "simple_agent"), "responses_api_agents");
+	cr_assert_null(gym_type_of(GYM_YAML, "vllm_model"), "a key below the top is no server");
+	cr_assert_null(gym_type_of(GYM_YAML, "config_paths"), "a list is no mapping of types");
+	cr_assert_null(gym_type_of(GYM_YAML, "policy"), "a prefix of a name is not the name");
+	cr_assert_null(gym_type_of("srv: {}\n", "srv"));
+	cr_assert_null(gym_type_of("srv:\nother:\n  t:\n", "srv"));
+	cr_assert_str_eq(gym_type_of("srv:\r\n  t:\r\n", "srv"), "t");
+	cr_assert_str_eq(gym_type_of("\"srv\":\n  \"t\": {}\n", "srv"), "t");
+	cr_assert_null(gym_type_of("srv:\n  \"t\\\"x\": 1\n", "srv"));
+	cr_assert_null(gym_type_of("{\"srv\": 1}", "srv"));
+	cr_assert_null(gym_type_of("{\"srv\": {\"unterminated", "srv"));
+	cr_assert_null(gym_type_of("{\"srv\": {}}", "srv"));
+	cr_assert_null(gym_type_of("{{{{", "srv"));
+	cr_assert_null(gym_type_of("", "srv"));
+	cr_assert_null(gym_type_of(GYM_YAML, ""));
+	/* A type longer than its buffer is none. */
+	char longer[200];
+	snprintf(longer, sizeof longer, "srv:\n  %0100d:\n", 0);
+	cr_assert_null(gym_type_of(longer, "srv"));
+}
+
+/* A configuration Gym did not write costs one warning; the server keeps its
+ * name from NEMO_GYM_CONFIG_PATH, and the type is the default. (Each test
+ * runs in a process of its own: a warning is once per process.) */
+static void assert_one_warning_for(const char *dict)
+{
+	nl_log_set_level(NL_LOG_WARN);
+	env_set("NEMO_GYM_CONFIG_PATH", "srv");
+	env_set("NEMO_GYM_CONFIG_DICT", dict);
+	capture_begin();
+	struct nl_config c;
+	load(&c);
+	char *out = capture_end();
+	cr_assert_eq(count_lines_starting(out, "nemolens: "), 1, "stderr was:\n%s", out);
+	cr_assert_not_null(strstr(out, "NEMO_GYM_CONFIG_DICT"), "stderr was:\n%s", out);
+	cr_assert_str_eq(c.server_name, "srv");
+	cr_assert_str_eq(c.server_type, "process");
+	nl_config_free(&c);
+	free(out);
+}
+
+Test(config, gym_config_huge)
+{
+	size_t n = (2u << 20) + 1;
+	char *huge = malloc(n);
+	cr_assert_not_null(huge);
+	memset(huge, 'a', n - 1);
+	huge[n - 1] = '\0';
+	memcpy(huge, "srv:\n  t:\n", 10);   /* in the first MiB, but the whole is too long */
+	assert_one_warning_for(huge);
+	free(huge);
+}
+
+Test(config, gym_config_unterminated) { assert_one_warning_for("{\"srv\": ["); }
+Test(config, gym_config_no_mapping) { assert_one_warning_for("srv: [1, 2]\n"); }
+Test(config, gym_config_binary) { assert_one_warning_for("\x01\x02\xff"); }
+
+Test(config, gym_config_path_not_a_name)
+{
+	nl_log_set_level(NL_LOG_WARN);
+	env_set("NEMO_GYM_CONFIG_PATH", "bad\nname");
+	capture_begin();
+	struct nl_config c;
+	load(&c);
+	char *out = capture_end();
+	cr_assert_eq(count_lines_starting(out, "nemolens: "), 1, "stderr was:\n%s", out);
+	cr_assert_str_eq(c.server_name, "myprog");
+	cr_assert_null(c.service_name);
+	nl_config_free(&c);
+	free(out);
 }

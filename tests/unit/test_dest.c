@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Destination rules (NEMOLENS_DESTINATIONS) and matching connect() addresses. */
 #include <criterion/criterion.h>
 #include <arpa/inet.h>
@@ -739,7 +740,7 @@ Test(dest, ten_thousand_distinct_rules_with_hostnames)
 	cr_assert_eq(match4("10.1.1.1", 2), NL_DEST_EXTERNAL);
 }
 
-/* README: "at most 1024 rules and 256 distinct names are used". 300 hostname
+/* docs/metrics.md: "at most 1024 rules and 256 distinct names are used". 300 hostname
  * rules that all name one destination are within both limits. */
 Test(dest, hostname_rules_up_to_rule_limit)
 {

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* nl_env_get: what getenv would answer, while the window is open and after
  * it closes. The environment is set with setenv, and getenv is the truth. */
 #include <criterion/criterion.h>

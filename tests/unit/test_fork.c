@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The fork protocol (preload/base/fork.h): handlers run in the parts' lock
  * order whatever the order in which the parts were first registered. */
 #include <criterion/criterion.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The HTTP/1.x push parser (preload/http/h1.c): message exchanges whose
  * events were written by hand from RFC 9112, each fed whole, split in two at
  * every offset and one byte per call; several messages per call; both
@@ -1366,3 +1367,78 @@ Test(h1, same_line)
 	cr_assert(exchange(&h, t28, false));
 }
 
+
+/* ---- tapped bodies (nl_h1_tap) ---------------------------------------------------- */
+
+/* The sink taps requests to /tap and keeps the body bytes it is handed, per
+ * direction, with a '|' at each message's end; any other request's body
+ * must never show. */
+struct tap {
+	struct nl_h1 *h;
+	char body[2][512];
+	size_t len[2];
+	bool gap;
+};
+
+static void tap_add(struct tap *t, int dir, const char *p, size_t n)
+{
+	cr_assert(t->len[dir] + n < sizeof t->body[dir]);
+	memcpy(t->body[dir] + t->len[dir], p, n);
+	t->len[dir] += n;
+}
+
+static void tap_sink(void *ctx, const struct nl_h1_event *ev)
+{
+	struct tap *t = ctx;
+	switch (ev->type) {
+	case NL_H1_REQ_LINE:
+		if (ev->target_len == 4 && memcmp(ev->target, "/tap", 4) == 0)
+			nl_h1_tap(t->h);
+		break;
+	case NL_H1_BODY:
+		if (!ev->body)
+			t->gap = true;
+		else
+			tap_add(t, ev->dir, ev->body, (size_t)ev->body_size);
+		break;
+	case NL_H1_REQ_END:
+		tap_add(t, 0, "|", 1);
+		break;
+	case NL_H1_REQ_HEAD:
+		if (ev->folded & NL_H1_FOLD_END)
+			tap_add(t, 0, "|", 1);
+		break;
+	case NL_H1_RESP_END:
+		tap_add(t, 1, "|", 1);
+		break;
+	default:
+		break;
+	}
+}
+
+Test(h1, tapped_bodies_any_split)
+{
+	static const char req[] = "POST /tap HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n"
+				  "5\r\nhello\r\n6;x=1\r\n world\r\n0\r\n\r\n"
+				  "POST /other HTTP/1.1\r\nHost: a\r\nContent-Length: 6\r\n\r\nsecret"
+				  "POST /tap HTTP/1.1\r\nHost: a\r\nContent-Length: 4\r\n\r\n{\"a\"";
+	static const char resp[] = "HTTP/1.1 200 OK\r\nContent-Length: 12\r\n\r\n{\"model\":1}\n"
+				   "HTTP/1.1 200 OK\r\nContent-Length: 6\r\n\r\nhidden"
+				   "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nda:\r\n2\r\n x\r\n0\r\n\r\n";
+	const char *want_req = "hello world||{\"a\"|", *want_resp = "{\"model\":1}\n||da: x|";
+	size_t nq = sizeof req - 1, np = sizeof resp - 1;
+	for (size_t cut = 0; cut < (nq > np ? nq : np); cut++) {
+		struct nl_h1 h;
+		nl_h1_init(&h);
+		struct tap t = { .h = &h };
+		size_t cq = cut < nq ? cut : nq, cp = cut < np ? cut : np;
+		cr_assert(nl_h1_feed(&h, NL_H1_REQUEST, req, cq, tap_sink, &t));
+		cr_assert(nl_h1_feed(&h, NL_H1_REQUEST, req + cq, nq - cq, tap_sink, &t));
+		cr_assert(nl_h1_feed(&h, NL_H1_RESPONSE, resp, cp, tap_sink, &t));
+		cr_assert(nl_h1_feed(&h, NL_H1_RESPONSE, resp + cp, np - cp, tap_sink, &t));
+		t.body[0][t.len[0]] = t.body[1][t.len[1]] = 0;
+		cr_assert_str_eq(t.body[0], want_req, "cut %zu", cut);
+		cr_assert_str_eq(t.body[1], want_resp, "cut %zu", cut);
+		cr_assert_not(t.gap);
+	}
+}

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* nl_transport_*: against a scripted HTTP/1.1 server running in a thread.
  *
  * Each request the server reads is answered by the next step of its script

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The HTTP metrics' interning of server names (preload/core/httpmetrics.c):
  * the Host values a server's requests carried become ids for
  * http.server_name, each name once, and a value an attribute cannot carry

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* nl_json_encode: structure by string assertions, validity and decoded values
  * by a strict Python json parser (no bare NaN, strict UTF-8). */
 #include <criterion/criterion.h>

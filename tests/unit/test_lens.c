@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The NeMo Lens C API (nemolens.h): every record function and every argument
  * lands in the registry with exactly NeMo Lens's name, type, unit, attributes
  * and value; unset arguments record nothing; meters and their release; bad

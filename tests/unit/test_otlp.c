@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* nl_otlp_encode: encode hand-built snapshots, decode them back with the
  * protobuf-c generated code, and compare every field with the test's inputs. */
 #include <criterion/criterion.h>

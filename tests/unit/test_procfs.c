@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The /proc parsers of the memory sampler, on files recorded from a real
  * kernel (6.x) and on hand-made truncated and malformed ones
  * (tests/unit/fixtures/proc/, see README there). */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Which CPython command lines ignore PYTHONPATH or site (python.h): those
  * get no adapter, since its start-up hook would never run to put the
  * program's PYTHONPATH back. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The metric registry: histogram bucketing, recording, snapshots, the
  * cardinality limit, delta temporality and resets.
  *
@@ -7,9 +8,11 @@
 #include <float.h>
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "registry.h"
+#include "registry_impl.h"
 
 static const double BOUNDS[17] = { 0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 25, 50, 100, 250, 500, 1000, 5000, 30000 };
 #define NB (sizeof BOUNDS / sizeof *BOUNDS)
@@ -838,4 +841,48 @@ Test(registry, reset_values_clears_overflow)
 	struct nl_snapshot *snap = take(false, false, T1);
 	cr_assert_null(find_metric(snap, "t.reset.overflow"));
 	nl_snapshot_free(snap);
+}
+
+/* ---- a fork child's copy of the arena ------------------------------------- */
+
+static uint64_t off_in(const void *base, const void *p) { return (uint64_t)((const char *)p - (const char *)base); }
+
+/* A fork child copies its parent's arena while the parent's threads go on:
+ * the copy holds [0, limit), but its links may already lead to a series or
+ * an instrument made after the copy began. Mending leaves every link on
+ * what the copy holds whole, and keeps every older node. */
+Test(registry, mend_copy_skips_what_the_copy_does_not_hold)
+{
+	struct nl_instrument *a = nl_instrument_get("t.mend.a", "1", "d", NL_COUNTER, NULL, 0);
+	struct nl_series *a1 = series_s(a, "k", "a1"), *a2 = series_s(a, "k", "a2");
+	uint64_t limit = atomic_load(&nl_seg_header()->used);
+	char *copy = malloc(limit);
+	cr_assert_not_null(copy);
+	memcpy(copy, nl_seg_base, limit);
+
+	/* The parent goes on: a new series of a, a new instrument. */
+	struct nl_series *a3 = series_s(a, "k", "a3");
+	struct nl_instrument *b = nl_instrument_get("t.mend.b", "1", "d", NL_COUNTER, NULL, 0);
+	series_s(b, "k", "b1");
+	cr_assert_geq(off_in(nl_seg_base, a3), limit);
+	cr_assert_geq(off_in(nl_seg_base, b), limit);
+	/* ...and the copy read a's head and the root after that. */
+	struct nl_instrument *ca = (struct nl_instrument *)(copy + off_in(nl_seg_base, a));
+	atomic_store(&ca->head, off_in(nl_seg_base, a3));
+	atomic_store(&((struct nl_seg_header *)copy)->root, atomic_load(&nl_seg_header()->root));
+
+	nl_registry_mend_copy(copy, limit);
+
+	uint64_t root = atomic_load(&((struct nl_seg_header *)copy)->root);
+	cr_assert(root != 0 && root < limit, "root %#llx", (unsigned long long)root);
+	bool found_a = false;
+	for (uint64_t io = root; io; io = ((struct nl_instrument *)(copy + io))->next) {
+		cr_assert_lt(io, limit);
+		found_a |= io == off_in(nl_seg_base, a);
+	}
+	cr_assert(found_a, "the older instrument is kept");
+	cr_assert_eq(atomic_load(&ca->head), off_in(nl_seg_base, a2));
+	cr_assert_eq(((struct nl_series *)(copy + off_in(nl_seg_base, a2)))->next, off_in(nl_seg_base, a1));
+	cr_assert_eq(atomic_load(&ca->n_series), 2);
+	free(copy);
 }

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* http.route values: templates, built-in Gym routes, unmatched modes, the
  * identifier rules, truncated targets, the cap, and concurrent lookups. The
  * expected routes are written from the rules in route.h. */

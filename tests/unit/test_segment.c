@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Segments (segment.h) as another process reads them: a copy of this
  * process's arena read back as a snapshot equals the registry's own
  * snapshot; folding adds counters and histograms only; any corruption of

@@ -1,11 +1,17 @@
-"""The nemolens Python adapter: pool waits of aiohttp and httpx, as NeMo Gym
-defines gym.http.connection_pool.queue_duration_ms.
+# SPDX-License-Identifier: Apache-2.0
+"""The nemolens Python adapter: the connection pools of aiohttp and httpx, as
+NeMo Gym defines gym.http.connection_pool.connect_total (one per pool
+acquisition) and gym.http.connection_pool.queue_duration_ms (one sample per
+acquisition that waited for a slot).
 
-The socket calls the shim sees cannot show a request that waits inside the
-client for a slot of its connection pool: it makes no system call while it
-waits. This adapter watches the pools from inside and hands each wait to
-the shim through one C entry point (nemolens_pool_wait), into the same
-instrument the socket layer records.
+The socket calls the shim sees cannot show a pool: a request that reuses a
+keep-alive connection makes no connect(), and one that waits for a slot
+makes no system call while it waits. This adapter watches the pools from
+inside and hands each acquisition and each wait to the shim through its C
+entry points (nemolens_pool_acquire, nemolens_pool_wait), into the
+instruments the socket layer records elsewhere. A request that gets a slot
+at once costs one call of the shim's; only the path a request takes when no
+slot is free is timed.
 
 It imports nothing of the program's, and is not even loaded until the
 program needs it: the start-up hook next to it (sitecustomize.py) puts a
@@ -33,6 +39,7 @@ def lib():
 
         so = ctypes.CDLL(None)
         try:
+            acquire = so.nemolens_pool_acquire
             wait = so.nemolens_pool_wait
             active = so.nemolens_pool_adapter_active
             enabled = so.nemolens_enabled
@@ -40,6 +47,8 @@ def lib():
         except AttributeError:
             _lib = False
             return None
+        acquire.argtypes = (ctypes.c_char_p, ctypes.c_int)
+        acquire.restype = None
         wait.argtypes = (ctypes.c_char_p, ctypes.c_int, ctypes.c_double, ctypes.c_int, ctypes.c_int)
         wait.restype = ctypes.c_int
         active.argtypes = ()
@@ -62,45 +71,46 @@ def log(key, message):
         pass
 
 
-class Acquisition:
-    """One acquisition of a pooled connection, as a library adapter follows
-    it: the first wait's start (t0), the last wait's end (t1), and whether
-    it is waiting now. An acquisition that ends while waiting was
-    abandoned."""
-    __slots__ = ("t0", "t1", "waiting")
-
-    def __init__(self):
-        self.t0 = None
-        self.t1 = None
-        self.waiting = False
-
-    def queued(self, now):
-        if self.t0 is None:
-            self.t0 = now
-        self.waiting = True
-
-    def woken(self, now):
-        self.t1 = now
-        self.waiting = False
+def record(host, port, t0, end, outcome, constraint):
+    """Hands one acquisition that waited, from t0 to end (time.monotonic),
+    to the shim."""
+    lib().nemolens_pool_wait(host_bytes(host), port, (end - t0) * 1000.0, outcome, constraint)
 
 
-def record(acq, host, port, constraint, now):
-    """Hands one finished acquisition that waited to the shim."""
-    if acq.waiting:
-        outcome, end = OUTCOME_ABANDONED, now
-    else:
-        outcome, end = OUTCOME_OK, acq.t1
-    lib().nemolens_pool_wait(host_bytes(host), port, (end - acq.t0) * 1000.0, outcome, constraint)
+_hosts = {}   # host (str or bytes) -> its bytes for the shim
 
 
 def host_bytes(host):
-    """A request's host as nemolens_pool_wait takes it: IPv6 literals in
-    brackets, as the destination rules write them."""
-    if isinstance(host, bytes):
-        host = host.decode("ascii", "replace")
-    if ":" in host and not host.startswith("["):
-        host = "[" + host + "]"
-    return host.encode("ascii", "replace")
+    """A request's host as the entry points take it: IPv6 literals in
+    brackets, as the destination rules write them. Cached: a client asks
+    for few hosts, and each request of theirs pays a lookup only."""
+    b = _hosts.get(host)
+    if b is None:
+        b = host.decode("ascii", "replace") if isinstance(host, bytes) else host
+        if ":" in b and not b.startswith("["):
+            b = "[" + b + "]"
+        b = b.encode("ascii", "replace")
+        if len(_hosts) >= 256:
+            _hosts.clear()
+        _hosts[host] = b
+    return b
+
+
+def as_coroutine_function(f):
+    """Marks f, a plain function that returns a coroutine, as a coroutine
+    function for asyncio and inspect, as the method it replaces was."""
+    import inspect
+
+    mark = getattr(inspect, "markcoroutinefunction", None)
+    if mark is not None:
+        return mark(f)
+    try:
+        import asyncio.coroutines
+
+        f._is_coroutine = asyncio.coroutines._is_coroutine
+    except AttributeError:
+        pass
+    return f
 
 
 _busy = set()   # the targets being looked for now (by the finders after the hook)

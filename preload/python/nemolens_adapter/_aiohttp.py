@@ -1,39 +1,39 @@
-"""aiohttp: one sample per connection acquisition that waited for a slot of
-its connector's pool, as NeMo Gym records it.
+# SPDX-License-Identifier: Apache-2.0
+"""aiohttp: connect_total and queue_duration_ms as NeMo Gym records them.
 
-aiohttp's own trace signals say when a wait begins and ends
-(on_connection_queued_start / _end): a TraceConfig of the adapter's is
-added to every ClientSession, after the program's own, which still run. One
-acquisition is one call of BaseConnector.connect: the adapter wraps it, so
-that repeated wake-ups of one acquisition (aiohttp 3.10+ waits again when a
-woken waiter finds no slot) make one sample, from the first start to the
-last end, and a wait that ends by an exception (timeout, cancellation, a
-closed connector), when no queued_end comes, is recorded as abandoned.
+One acquisition is one call of BaseConnector.connect, whether it reuses a
+keep-alive connection, opens one, waits, times out or is retried: each
+redirect hop, reconnect and retry of the program is one more. The adapter
+replaces connect by a plain function that counts the acquisition and hands
+back the original coroutine, so a request pays one call of the shim's and
+no coroutine of the adapter's.
 
-Which limit made it wait is read from the connector when the wait begins:
-`total` when its connections reach `limit`, `per_host` when this host's
-reach `limit_per_host`; when neither is reached (a slot was just freed for
-a waiter that has not run yet), the limit with the least room left.
+Waits are timed only on the path a request takes when no slot is free:
+  - aiohttp 3.10 and later wait in _wait_for_available_connection; the
+    adapter wraps it. One call is one acquisition however often a woken
+    waiter finds no slot and waits again (one sample, from its start to its
+    end); an exception out of it (timeout, cancellation, a closed
+    connector) is an abandoned wait.
+  - aiohttp 3.8 and 3.9 wait inside connect on a future they append to the
+    connector's queue of waiters for the host (_waiters[key]). The adapter
+    gives each connector a queue whose append notes the wait's start and
+    how it ends: a future that gets its result is a slot had, one that is
+    cancelled or fails is abandoned.
+
+Which limit made it wait is decided when the wait begins, from the
+connector: `total` when its connections reach `limit`, `per_host` when this
+host's reach `limit_per_host`; when neither is reached (a slot was just
+freed for a waiter that has not run yet), the limit with the least room
+left. The program's own trace configurations are left as they are.
 """
-import contextvars
+import collections
 import functools
 import time
 
 import nemolens_adapter as _a
 
 _on = True
-_cur = contextvars.ContextVar("nemolens_aiohttp_acquisition", default=None)
 _monotonic = time.monotonic
-
-
-class _Acquisition(_a.Acquisition):
-    __slots__ = ("connector", "req", "constraint")
-
-    def __init__(self, connector, req):
-        super().__init__()
-        self.connector = connector
-        self.req = req
-        self.constraint = _a.CONSTRAINT_UNKNOWN
 
 
 def _off(where, e):
@@ -62,67 +62,105 @@ def _constraint(connector, key):
     return _a.CONSTRAINT_PER_HOST
 
 
-async def _queued_start(session, ctx, params):
-    if not _on:
-        return
+def _record(key, t0, outcome, constraint):
     try:
-        acq = _cur.get()
-        if acq is None:
-            return
-        if acq.t0 is None:
-            acq.constraint = _constraint(acq.connector, acq.req.connection_key)
-        acq.queued(_monotonic())
-    except Exception as e:
-        _off("queued start", e)
-
-
-async def _queued_end(session, ctx, params):
-    if not _on:
-        return
-    try:
-        acq = _cur.get()
-        if acq is not None and acq.waiting:
-            acq.woken(_monotonic())
-    except Exception as e:
-        _off("queued end", e)
-
-
-def _record(acq):
-    try:
-        req = acq.req
-        _a.record(acq, req.host, req.port if req.port is not None else -1, acq.constraint, _monotonic())
+        _a.record(key.host, key.port if key.port is not None else -1, t0, _monotonic(), outcome, constraint)
     except Exception as e:
         _off("record", e)
 
 
-def _wrap_connect(original):
-    @functools.wraps(original)
-    async def connect(self, req, *args, **kwargs):
-        if not _on:
-            return await original(self, req, *args, **kwargs)
-        acq = _Acquisition(self, req)
-        token = _cur.set(acq)
-        try:
-            return await original(self, req, *args, **kwargs)
-        finally:
-            _cur.reset(token)
-            if acq.t0 is not None:
-                _record(acq)
-
-    connect._nemolens = True
-    return connect
-
-
-def _wrap_init(original, trace_config):
-    @functools.wraps(original)
-    def __init__(self, *args, **kwargs):
+def _wrap_connect(original, acquire):
+    def connect(self, req, *args, **kwargs):
         if _on:
             try:
-                mine = kwargs.get("trace_configs")
-                kwargs["trace_configs"] = list(mine or ()) + [trace_config]
+                port = req.port
+                acquire(_a.host_bytes(req.host), -1 if port is None else port)
             except Exception as e:
-                _off("session", e)
-        return original(self, *args, **kwargs)
+                _off("connect", e)
+        return original(self, req, *args, **kwargs)
+
+    functools.update_wrapper(connect, original)
+    connect._nemolens = True
+    return _a.as_coroutine_function(connect)
+
+
+# aiohttp 3.10 and later.
+
+def _wrap_wait(original):
+    @functools.wraps(original)
+    async def _wait_for_available_connection(self, key, *args, **kwargs):
+        if not _on:
+            return await original(self, key, *args, **kwargs)
+        try:
+            key = getattr(key, "connection_key", key)   # some versions pass the request
+            constraint = _constraint(self, key)
+        except Exception as e:
+            _off("wait", e)
+            return await original(self, key, *args, **kwargs)
+        t0 = _monotonic()
+        try:
+            result = await original(self, key, *args, **kwargs)
+        except BaseException:
+            _record(key, t0, _a.OUTCOME_ABANDONED, constraint)
+            raise
+        _record(key, t0, _a.OUTCOME_OK, constraint)
+        return result
+
+    _wait_for_available_connection._nemolens = True
+    return _wait_for_available_connection
+
+
+# aiohttp 3.8 and 3.9.
+
+def _woken(key, t0, constraint, fut):
+    if _on:
+        ok = not fut.cancelled() and fut.exception() is None
+        _record(key, t0, _a.OUTCOME_OK if ok else _a.OUTCOME_ABANDONED, constraint)
+
+
+class _Queue(collections.deque):
+    """The waiters of one host: connect appends a future here only when the
+    request has to wait, and waits on it."""
+    __slots__ = ("connector", "key")
+
+    def append(self, fut):
+        collections.deque.append(self, fut)
+        if _on:
+            try:
+                # Added before the waiting task's own callback: it runs first,
+                # as the slot is handed over.
+                fut.add_done_callback(functools.partial(_woken, self.key, _monotonic(),
+                                                        _constraint(self.connector, self.key)))
+            except Exception as e:
+                _off("wait", e)
+
+
+class _Waiters(dict):
+    """A connector's queues of waiters, as defaultdict(deque) makes them,
+    with queues of the adapter's."""
+    __slots__ = ("connector",)
+
+    def __missing__(self, key):
+        q = _Queue()
+        q.connector, q.key = self.connector, key
+        self[key] = q
+        return q
+
+
+def _wrap_init(original):
+    @functools.wraps(original)
+    def __init__(self, *args, **kwargs):
+        original(self, *args, **kwargs)
+        if _on:
+            try:
+                w = self._waiters
+                if type(w) is not collections.defaultdict or w.default_factory is not collections.deque or w:
+                    raise RuntimeError("unknown queue of waiters %r" % type(w))
+                mine = _Waiters()
+                mine.connector = self
+                self._waiters = mine
+            except Exception as e:
+                _off("connector", e)
 
     __init__._nemolens = True
     return __init__
@@ -130,19 +168,20 @@ def _wrap_init(original, trace_config):
 
 def patch():
     import aiohttp
-    from aiohttp import client, connector, tracing
+    from aiohttp import connector
 
-    session, base = client.ClientSession, connector.BaseConnector
+    base = connector.BaseConnector
     if getattr(base.connect, "_nemolens", False):
         return True   # armed already (the package was reloaded)
     # What the patches read; a version without them is left alone.
-    for cls, attr in ((session, "__init__"), (base, "connect"), (base, "_available_connections")):
-        if not callable(getattr(cls, attr, None)):
-            raise RuntimeError("aiohttp %s has no %s.%s" % (aiohttp.__version__, cls.__name__, attr))
-    tc = tracing.TraceConfig()
-    tc.on_connection_queued_start.append(_queued_start)
-    tc.on_connection_queued_end.append(_queued_end)
-    tc.freeze()
-    base.connect = _wrap_connect(base.connect)
-    session.__init__ = _wrap_init(session.__init__, tc)
+    for attr in ("__init__", "connect", "_available_connections"):
+        if not callable(getattr(base, attr, None)):
+            raise RuntimeError("aiohttp %s has no BaseConnector.%s" % (aiohttp.__version__, attr))
+    acquire = _a.lib().nemolens_pool_acquire
+    wait = base.__dict__.get("_wait_for_available_connection")
+    if wait is not None:
+        base._wait_for_available_connection = _wrap_wait(wait)
+    else:
+        base.__init__ = _wrap_init(base.__init__)
+    base.connect = _wrap_connect(base.connect, acquire)
     return True

@@ -1,19 +1,26 @@
-"""httpcore, the transport of httpx: one sample per request that waited for
-a connection of its pool, async and sync.
+# SPDX-License-Identifier: Apache-2.0
+"""httpcore, the transport of httpx: connect_total and queue_duration_ms as
+NeMo Gym records them, async and sync.
+
+One acquisition is one request that asks the pool for a connection: one
+call of the pool's request handler (handle_async_request, handle_request),
+whether it reuses a connection, opens one, waits or fails; each redirect
+hop of httpx is one more. The adapter replaces the handler by a plain
+function that counts the acquisition and hands back the original (its
+coroutine, for the async pool).
 
 httpcore's pool assigns a connection to each request it queues (0.16 and
 0.17: RequestStatus; 1.0: PoolRequest and AsyncPoolRequest) and the request
-waits in wait_for_connection until it has one. A request whose connection
-is still unassigned when it starts to wait is queued. A woken request can
-find its connection taken by another (ConnectionNotAvailable) and wait
-again: the pool's request handler (handle_async_request, handle_request)
-is one acquisition, so its waits make one sample, from the first wait's
-start to the last one's end, as NeMo Gym combines repeated wake-ups. A
-wait that ends by an exception (PoolTimeout, cancellation) is abandoned.
-The only limit of such a pool is max_connections: the constraint is
-`total`.
+then calls wait_for_connection. A request whose connection is still
+unassigned at that call waits; only then does the adapter time it. A woken
+request often finds its connection taken by another (ConnectionNotAvailable:
+httpcore hands one idle connection to every waiter) and waits again: the
+acquisition has one sample, from its first wait's start to its last wait's
+end, recorded when the handler returns or fails (the wait is noted on the
+request object, which the handler gets and the pool's request holds). A wait
+that ends by an exception (PoolTimeout, cancellation) is `abandoned`. The
+only limit of such a pool is max_connections: the constraint is `total`.
 """
-import contextvars
 import functools
 import sys
 import time
@@ -22,18 +29,10 @@ import nemolens_adapter as _a
 
 _on = True
 _monotonic = time.monotonic
-_cur = contextvars.ContextVar("nemolens_httpcore_acquisition", default=None)
 _MODULES = ("httpcore._async.connection_pool", "httpcore._sync.connection_pool")
 _CO_COROUTINE = 0x80
 _DEFAULT_PORTS = {b"http": 80, b"https": 443, b"ws": 80, b"wss": 443}
-
-
-class _Acquisition(_a.Acquisition):
-    __slots__ = ("request",)
-
-    def __init__(self):
-        super().__init__()
-        self.request = None
+_NOTE = "_nemolens_wait"   # on a request that waited: [first start, last end, outcome]
 
 
 def _off(where, e):
@@ -42,35 +41,35 @@ def _off(where, e):
     _a.log("python.httpcore", "Python adapter for httpcore is off (%s): %r" % (where, e))
 
 
-def _record(acq):
-    try:
-        url = acq.request.url
-        port = url.port
-        if port is None:
-            port = _DEFAULT_PORTS.get(url.scheme, -1)
-        _a.record(acq, url.host, port, _a.CONSTRAINT_TOTAL, _monotonic())
-    except Exception as e:
-        _off("record", e)
+def _port(url):
+    port = url.port
+    return _DEFAULT_PORTS.get(url.scheme, -1) if port is None else port
 
 
 def _queued(status):
-    """The acquisition of the request that starts to wait, or None when it
-    does not wait (its connection is assigned) or is not watched."""
-    if not _on or getattr(status, "connection", True) is not None:
-        return None
-    acq = _cur.get()
-    if acq is None:
-        return None
-    if acq.t0 is None:
-        acq.request = status.request
-    acq.queued(_monotonic())
-    return acq
+    """A wait begins: the note of its request's acquisition."""
+    request = status.request
+    note = request.__dict__.get(_NOTE)
+    if note is None:
+        note = [_monotonic(), None, _a.OUTCOME_ABANDONED]
+        setattr(request, _NOTE, note)
+    return note
 
 
-def _woken(acq, connection):
-    if acq is not None:
-        acq.woken(_monotonic())
-    return connection
+def _woken(note, outcome):
+    note[1] = _monotonic()
+    note[2] = outcome
+
+
+def _finish(request):
+    """The handler is done with a request that waited: its one sample."""
+    try:
+        t0, t1, outcome = request.__dict__.pop(_NOTE)
+        url = request.url
+        _a.record(url.host, _port(url), t0, t1 if t1 is not None else _monotonic(), outcome,
+                  _a.CONSTRAINT_TOTAL)
+    except Exception as e:
+        _off("record", e)
 
 
 def _coroutine(f):
@@ -79,49 +78,67 @@ def _coroutine(f):
 
 def _wrap_wait(original):
     if _coroutine(original):
-        async def wait_for_connection(self, *args, **kwargs):
-            acq = _queued(self)
-            return _woken(acq, await original(self, *args, **kwargs))
+        async def waited(self, args, kwargs):
+            note = _queued(self)
+            try:
+                connection = await original(self, *args, **kwargs)
+            except BaseException:
+                _woken(note, _a.OUTCOME_ABANDONED)
+                raise
+            _woken(note, _a.OUTCOME_OK)
+            return connection
+
+        def wait_for_connection(self, *args, **kwargs):
+            if self.connection is not None or not _on:
+                return original(self, *args, **kwargs)   # assigned: no wait
+            return waited(self, args, kwargs)
+        wait_for_connection = _a.as_coroutine_function(wait_for_connection)
     else:
         def wait_for_connection(self, *args, **kwargs):
-            acq = _queued(self)
-            return _woken(acq, original(self, *args, **kwargs))
+            if self.connection is not None or not _on:
+                return original(self, *args, **kwargs)
+            note = _queued(self)
+            try:
+                connection = original(self, *args, **kwargs)
+            except BaseException:
+                _woken(note, _a.OUTCOME_ABANDONED)
+                raise
+            _woken(note, _a.OUTCOME_OK)
+            return connection
     functools.update_wrapper(wait_for_connection, original)
     wait_for_connection._nemolens = True
     return wait_for_connection
 
 
-def _enter():
-    acq = _Acquisition()
-    return acq, _cur.set(acq)
+def _count(acquire, request):
+    try:
+        url = request.url
+        acquire(_a.host_bytes(url.host), _port(url))
+    except Exception as e:
+        _off("request", e)
 
 
-def _leave(acq, token):
-    _cur.reset(token)
-    if acq.t0 is not None:
-        _record(acq)
-
-
-def _wrap_handle(original):
-    """The pool's request handler: one acquisition, however often it waits."""
+def _wrap_handle(original, acquire):
+    """The pool's request handler: one acquisition per call, and the
+    sample of one that waited once it is over."""
     if _coroutine(original):
         async def handle(self, request, *args, **kwargs):
-            if not _on:
-                return await original(self, request, *args, **kwargs)
-            acq, token = _enter()
+            if _on:
+                _count(acquire, request)
             try:
                 return await original(self, request, *args, **kwargs)
             finally:
-                _leave(acq, token)
+                if _NOTE in request.__dict__:
+                    _finish(request)
     else:
         def handle(self, request, *args, **kwargs):
-            if not _on:
-                return original(self, request, *args, **kwargs)
-            acq, token = _enter()
+            if _on:
+                _count(acquire, request)
             try:
                 return original(self, request, *args, **kwargs)
             finally:
-                _leave(acq, token)
+                if _NOTE in request.__dict__:
+                    _finish(request)
     functools.update_wrapper(handle, original)
     handle._nemolens = True
     return handle
@@ -152,12 +169,13 @@ def patch():
     for cls, attr, f in waits + pools:
         if getattr(f, "_nemolens", False):
             return True   # armed already (the package was reloaded)
+    acquire = _a.lib().nemolens_pool_acquire
     # Every part first, then the patches: none or all of them.
     wrapped = []
     for cls, attr, f in waits:
         wrapped.append((cls, attr, _wrap_wait(f)))
     for cls, attr, f in pools:
-        wrapped.append((cls, attr, _wrap_handle(f)))
+        wrapped.append((cls, attr, _wrap_handle(f, acquire)))
     for cls, attr, f in wrapped:
         setattr(cls, attr, f)
     return True

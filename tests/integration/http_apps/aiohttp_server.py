@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """An aiohttp web server (aiohttp.web, asyncio) that the tests run under the shim.
 
     /usr/bin/python3 aiohttp_server.py

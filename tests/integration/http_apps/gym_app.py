@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """A NeMo-Gym-shaped FastAPI app served by uvicorn: what the tests run under the shim.
 
     /usr/bin/python3 gym_app.py --loop asyncio|uvloop

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """HTTP clients that the tests run under the shim.
 
     /usr/bin/python3 http_clients.py requests|aiohttp|urllib [--concurrency N] < plan.json

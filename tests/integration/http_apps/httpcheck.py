@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Names the HTTP layer exports, and helpers shared by tests/integration/test_http_*.py:
 starting and stopping the programs under test, waiting for exports, and
 summarising what the OTLP sink decoded.

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """A FastAPI app served by uvicorn with one parametrised route, as a new user's
 service would have: what tests/integration/test_http_learned_routes.py and
 test_http_server_name.py run under the shim.

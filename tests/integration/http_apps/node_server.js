@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // A Node.js http server that the tests run under the shim (libuv: accept4,
 // read, writev). Listens on 127.0.0.1:<free port>, prints {"port": N} once
 // listening, exits with status 0 on SIGTERM/SIGINT.

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Protocols over TCP that are not HTTP, for the HTTP layer's negative test.
 
     /usr/bin/python3 not_http.py server

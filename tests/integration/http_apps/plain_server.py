@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """A plain HTTP/1.1 server (http.server, a thread per connection, keep-alive) on
 one or more 127.0.0.1 ports, each port with a fixed latency.
 

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """A small HTTP/1.x client over plain sockets, for the test process itself (never
 under the shim): it sends exactly the bytes a test asks for (keep-alive,
 `Connection: close`, pipelining several requests in one send, HTTP/1.0) and

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """TLS pieces for tests/integration/test_https.py.
 
 In the test process (never under the shim):

@@ -1,10 +1,16 @@
+# SPDX-License-Identifier: Apache-2.0
 """An aiohttp client that saturates its pools in every way NeMo Gym's
 queue_duration_ms distinguishes, and prints what aiohttp's own trace
 signals saw of each queued acquisition (the ground truth) as JSON.
 
+It also prints how many requests it made per destination (each one
+acquisition of a pooled connection: NeMo Gym's connect_total) and, from
+the same trace signals, how many connections aiohttp created.
+
 argv: port of server A, port of server B, port of the slow server C,
-port of server D (no destination rule).
-A is reached as 127.0.0.1, B as localhost (a host-name rule), C and D as
+port of server D (no destination rule), ports of servers E, F and G (NeMo
+Gym's own cases for connect_total, one each).
+A is reached as 127.0.0.1, B as localhost (a host-name rule), the others as
 127.0.0.1.
 """
 import asyncio
@@ -14,9 +20,10 @@ import time
 
 import aiohttp
 
-A, B, C, D = (int(p) for p in sys.argv[1:5])
-samples = []   # [destination label, outcome, constraint, ms]
-created = {}   # destination label -> connections created
+A, B, C, D, E, F, G = (int(p) for p in sys.argv[1:8])
+samples = []    # [destination label, outcome, constraint, ms]
+created = {}    # destination label -> connections created
+requests = {}   # destination label -> requests made (acquisitions)
 
 
 class Ctx:
@@ -61,6 +68,7 @@ async def get(session, url, dest, constraint, ctx=None, **kwargs):
     """A GET, and its wait once it is over: ok when it ended with a slot,
     abandoned when the request failed while queued (no queued_end)."""
     ctx = ctx or Ctx(dest, constraint)
+    requests[dest] = requests.get(dest, 0) + 1
     try:
         async with session.get(url, trace_request_ctx=ctx, **kwargs) as r:
             await r.read()
@@ -130,6 +138,34 @@ async def no_trace_config():
             async with s.get(f"http://127.0.0.1:{D}/hold/50") as r:
                 await r.read()
         await asyncio.gather(*(one() for _ in range(5)))
+    requests["external"] = requests.get("external", 0) + 5
+
+
+async def gym_cases():
+    """NeMo Gym's own cases for connect_total, each to a destination of its
+    own: delta 2, epsilon 2, zeta 3 acquisitions."""
+    async with aiohttp.ClientSession(trace_configs=[tracer()]) as s:
+        # Two sequential requests on one session: the second reuses the
+        # first's connection, and is one more acquisition.
+        await get(s, f"http://127.0.0.1:{E}/hold/0", "delta", "total")
+        await get(s, f"http://127.0.0.1:{E}/hold/0", "delta", "total")
+        # A redirect: two hops, two acquisitions.
+        await get(s, f"http://127.0.0.1:{F}/to/hold/0", "epsilon", "total")
+        requests["epsilon"] += 1
+    # A request holds the only slot; another, queued behind it, times out
+    # and is retried: three acquisitions.
+    conn = aiohttp.TCPConnector(limit=1)
+    async with aiohttp.ClientSession(connector=conn, trace_configs=[tracer()]) as s:
+        url = f"http://127.0.0.1:{G}"
+        holder = asyncio.ensure_future(get(s, f"{url}/hold/600", "zeta", "total"))
+        await asyncio.sleep(0.1)
+        try:
+            await get(s, f"{url}/hold/0", "zeta", "total", timeout=aiohttp.ClientTimeout(total=0.2))
+            raise AssertionError("the queued request did not time out")
+        except asyncio.TimeoutError:
+            pass
+        await get(s, f"{url}/hold/0", "zeta", "total")
+        await holder
 
 
 async def main():
@@ -138,7 +174,9 @@ async def main():
     await abandoned_by_timeout()
     await abandoned_by_cancellation()
     await no_trace_config()
+    await gym_cases()
 
 
 asyncio.run(main())
-json.dump({"samples": samples, "created": created, "version": aiohttp.__version__}, sys.stdout)
+json.dump({"samples": samples, "created": created, "requests": requests, "version": aiohttp.__version__},
+          sys.stdout)

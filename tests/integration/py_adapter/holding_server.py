@@ -1,6 +1,8 @@
+# SPDX-License-Identifier: Apache-2.0
 """An HTTP/1.1 server on 127.0.0.1 (keep-alive) that holds every request for
 the number of milliseconds in its path (/hold/<ms>) before answering, so a
-client's pool stays busy for a time the test chooses."""
+client's pool stays busy for a time the test chooses. /to/<path> answers
+with a redirect to /<path>."""
 import http.server
 import threading
 import time
@@ -24,7 +26,11 @@ class HoldingServer:
                 time.sleep(ms / 1000.0)
                 body = b"ok\n"
                 try:
-                    self.send_response(200)
+                    if len(parts) > 2 and parts[1] == "to":
+                        self.send_response(302)
+                        self.send_header("Location", "/" + "/".join(parts[2:]))
+                    else:
+                        self.send_response(200)
                     self.send_header("Content-Length", str(len(body)))
                     self.end_headers()
                     self.wfile.write(body)

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """An httpx client with a known schedule: N requests at once through a pool
 of M connections to a server that holds each for H ms, async and sync; and
 requests whose pool timeout ends while they wait. Prints what it did as
@@ -7,8 +8,11 @@ got, so the end of any wait in the pool). Requests start 20 ms apart, so a
 request's time before it reaches the pool is its own, not the sum of
 those started before it.
 
+A request that follows a redirect on server D makes two requests of the
+pool (NeMo Gym's connect_total counts each).
+
 argv: port of server A (async), port of server B (sync), port of server C
-(pool timeouts), N, M, H.
+(pool timeouts), N, M, H, port of server D (a redirect).
 """
 import asyncio
 import json
@@ -18,7 +22,7 @@ import time
 
 import httpx
 
-A, B, C, N, M, H = (int(v) for v in sys.argv[1:7])
+A, B, C, N, M, H, D = (int(v) for v in sys.argv[1:8])
 out = {"version": httpx.__version__, "async": [], "sync": []}
 STAGGER = 0.02
 
@@ -94,8 +98,15 @@ async def run_cancelled():
     out["cancelled"] = sum(isinstance(r, asyncio.CancelledError) for r in rs)
 
 
+def run_redirect():
+    with httpx.Client(follow_redirects=True) as client:
+        r = client.get(f"http://127.0.0.1:{D}/to/hold/0")
+    out["redirect"] = [r.status_code, len(r.history)]
+
+
 asyncio.run(run_async())
 run_sync()
 asyncio.run(run_pool_timeout())
 asyncio.run(run_cancelled())
+run_redirect()
 json.dump(out, sys.stdout)

@@ -1,0 +1,516 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+#include "genaimetrics.h"
+
+#include <stdatomic.h>
+#include <string.h>
+#include <strings.h>
+
+#include "bytekey.h"
+#include "dest.h"
+#include "httpmetrics.h"
+#include "instruments.h"
+#include "loadpath.h"
+#include "registry.h"
+#include "state.h"
+
+NL_LOAD_STATE bool nl_genai_on;
+NL_LOAD_STATE bool nl_genai_rules;
+
+NL_LOAD_STATE static const char *provider_override;   /* NEMOLENS_GENAI_PROVIDER */
+NL_LOAD_STATE static const char *server_name;         /* nemo.gym.server.name */
+NL_LOAD_STATE static bool server_on, client_on;
+
+/* ---- path rules (NEMOLENS_GENAI_PATHS) ------------------------------------------ */
+
+#define RULES_MAX 16
+#define RULE_LEN 64
+struct rule {
+	char suffix[RULE_LEN];
+	uint8_t len;
+	uint8_t op;
+};
+static struct rule rules[RULES_MAX];   /* (written only when the variable is set: not load state) */
+NL_LOAD_STATE static unsigned n_rules;
+
+/* The operations a rule may name, by what they are called in the rules. */
+static const struct {
+	char name[16];
+	uint8_t op;
+} op_names[] NL_COLD_RODATA = {
+	{ "chat", NL_GENAI_OP_CHAT },
+	{ "text_completion", NL_GENAI_OP_COMPLETIONS },
+	{ "responses", NL_GENAI_OP_RESPONSES },
+	{ "embeddings", NL_GENAI_OP_EMBEDDINGS },
+	{ "messages", NL_GENAI_OP_MESSAGES },
+};
+
+/* "suffix=operation,…": a request path that ends with suffix is a call of
+ * that operation, before the built-in paths. Bad entries are skipped. */
+static void parse_rules(const char *v)
+{
+	while (v && *v) {
+		size_t n = strcspn(v, ",");
+		const char *eq = memchr(v, '=', n);
+		if (eq && eq > v && (size_t)(eq - v) < RULE_LEN && n_rules < RULES_MAX) {
+			size_t k = n - (size_t)(eq - v) - 1;
+			for (size_t i = 0; i < sizeof op_names / sizeof *op_names; i++)
+				if (strlen(op_names[i].name) == k && strncmp(op_names[i].name, eq + 1, k) == 0) {
+					struct rule *r = &rules[n_rules++];
+					memcpy(r->suffix, v, (size_t)(eq - v));
+					r->len = (uint8_t)(eq - v);
+					r->op = op_names[i].op;
+				}
+		}
+		v += n;
+		if (*v == ',')
+			v++;
+	}
+	nl_genai_rules = n_rules > 0;
+}
+
+enum nl_genai_op nl_genai_rule_op(const char *t, size_t n)
+{
+	const char *q = memchr(t, '?', n);
+	size_t path = q ? (size_t)(q - t) : n;
+	for (unsigned i = 0; i < n_rules; i++)
+		if (path >= rules[i].len && memcmp(t + path - rules[i].len, rules[i].suffix, rules[i].len) == 0)
+			return (enum nl_genai_op)rules[i].op;
+	return nl_genai_path_op(t, n);
+}
+
+/* ---- bounded names -------------------------------------------------------------- */
+
+/* Values interned up to a limit, open addressing over slots claimed with one
+ * CAS and written once: state 0 free, 1 being written, 2 + id ready, DEAD
+ * claimed past the limit. Ids past the limit are the limit itself: _OTHER. */
+#define DEAD 0xFFFFFFFFu
+#define SPINS 1024
+struct slot {
+	_Atomic uint32_t state;
+	uint32_t len;
+	char text[NL_GENAI_MODEL_MAX + 1];
+};
+struct names {
+	struct slot *slots;
+	unsigned n_slots;
+	unsigned limit;
+	_Atomic unsigned n;
+	const char **text;      /* by id */
+};
+
+#define MODELS 64
+#define WORDS 32
+static struct slot model_slots[2 * MODELS], finish_slots[2 * WORDS], error_slots[2 * WORDS];
+static const char *model_text[MODELS], *finish_text[WORDS], *error_text[WORDS];
+/* Set up by the first record (nl_genaimetrics_register): zero until then,
+ * no relocation for the loader to write. */
+static struct names models, finishes, errors;
+
+#define NAME_NONE 0xff          /* no value: no attribute */
+
+static bool visible(const char *s, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		if ((unsigned char)s[i] <= 0x20 || (unsigned char)s[i] >= 0x7f)
+			return false;
+	return true;
+}
+
+static inline void cpu_relax(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+	__builtin_ia32_pause();
+#elif defined(__aarch64__)
+	__asm__ __volatile__("yield");
+#endif
+}
+
+/* The id of s[0..n): NAME_NONE for none, limit (_OTHER) past the limit or
+ * for a value an attribute should not carry as is. */
+static unsigned intern(struct names *t, const char *s, size_t n)
+{
+	if (!n)
+		return NAME_NONE;
+	if (n > NL_GENAI_MODEL_MAX || !visible(s, n))
+		return t->limit;
+	uint32_t h = nl_bytes_key(s, n);
+	for (unsigned probe = 0; probe < t->n_slots; probe++) {
+		struct slot *e = &t->slots[(h + probe) % t->n_slots];
+		uint32_t st = atomic_load_explicit(&e->state, memory_order_acquire);
+		if (st == 0) {
+			if (atomic_load_explicit(&t->n, memory_order_relaxed) >= t->limit)
+				return t->limit;
+			if (atomic_compare_exchange_strong_explicit(&e->state, &st, 1, memory_order_acquire,
+								    memory_order_acquire)) {
+				unsigned id = atomic_fetch_add_explicit(&t->n, 1, memory_order_relaxed);
+				if (id >= t->limit) {
+					atomic_store_explicit(&e->state, DEAD, memory_order_release);
+					return t->limit;
+				}
+				memcpy(e->text, s, n);
+				e->text[n] = 0;
+				e->len = (uint32_t)n;
+				t->text[id] = e->text;
+				atomic_store_explicit(&e->state, 2 + id, memory_order_release);
+				return id;
+			}
+		}
+		for (int spin = 0; st == 1; spin++) {
+			if (spin == SPINS)
+				return t->limit;
+			cpu_relax();
+			st = atomic_load_explicit(&e->state, memory_order_acquire);
+		}
+		if (st != DEAD && e->len == n && memcmp(e->text, s, n) == 0)
+			return st - 2;
+	}
+	return t->limit;
+}
+
+/* Attribute keys, out of the load path's pages (loadpath.h). */
+static const char k_error_type[] NL_COLD_RODATA = "error.type";
+static const char k_gen_ai_operation_name[] NL_COLD_RODATA = "gen_ai.operation.name";
+static const char k_gen_ai_provider_name[] NL_COLD_RODATA = "gen_ai.provider.name";
+static const char k_gen_ai_request_model[] NL_COLD_RODATA = "gen_ai.request.model";
+static const char k_gen_ai_response_model[] NL_COLD_RODATA = "gen_ai.response.model";
+static const char k_gen_ai_token_type[] NL_COLD_RODATA = "gen_ai.token.type";
+static const char k_nemo_gym_http_destination_server_name[] NL_COLD_RODATA = "nemo.gym.http.destination.server.name";
+static const char k_nemo_gym_model_call_dialect[] NL_COLD_RODATA = "nemo.gym.model_call.dialect";
+static const char k_nemo_gym_model_call_finish_reason[] NL_COLD_RODATA = "nemo.gym.model_call.finish_reason";
+static const char k_nemo_gym_model_call_outcome[] NL_COLD_RODATA = "nemo.gym.model_call.outcome";
+static const char k_nemo_gym_model_call_token_type[] NL_COLD_RODATA = "nemo.gym.model_call.token.type";
+static const char k_nemo_gym_server_name[] NL_COLD_RODATA = "nemo.gym.server.name";
+static const char k_server_address[] NL_COLD_RODATA = "server.address";
+static const char k_server_port[] NL_COLD_RODATA = "server.port";
+
+/* ---- series by attribute ids ---------------------------------------------------- */
+
+enum which {
+	W_SERVER_DURATION, W_CLIENT_DURATION, W_TOKENS, W_TTFC, W_TTFT, W_TPOT,
+	W_GYM_DURATION, W_GYM_TTFT, W_GYM_TOKENS, W_GYM_FINISH, W_N
+};
+
+static const uint8_t inst_of[W_N] NL_COLD_RODATA = {
+	NL_I_REQUEST_DURATION, NL_I_GENAI_CLIENT_DURATION, NL_I_TOKEN_USAGE, NL_I_GENAI_CLIENT_TTFC,
+	NL_I_GENAI_SERVER_TTFT, NL_I_GENAI_SERVER_TPOT, NL_I_GYM_MODEL_CALL_MS, NL_I_GYM_MODEL_CALL_TTFT_MS,
+	NL_I_GYM_MODEL_CALL_TOKENS, NL_I_GYM_MODEL_CALL_FINISH,
+};
+static struct nl_instrument *insts[W_N];
+
+enum { TOK_INPUT, TOK_OUTPUT, TOK_REASONING, TOK_NONE };
+/* Attribute values as arrays, not pointers: no relocation for the loader to write. */
+static const char token_type[][10] NL_COLD_RODATA = { "input", "output", "reasoning" };
+
+enum { D_CHAT, D_RESPONSES, D_MESSAGES, D_UNKNOWN };
+static const char dialect_text[][10] NL_COLD_RODATA = { "chat", "responses", "messages", "unknown" };
+
+enum { O_OK, O_TIMEOUT, O_RATE_LIMIT, O_AUTH, O_NOT_FOUND, O_CLIENT_ERROR, O_UPSTREAM_ERROR, O_PARSE_ERROR, O_NONE };
+static const char outcome_text[][20] NL_COLD_RODATA = { "ok", "timeout", "rate_limit", "auth", "not_found", "client_error",
+					   "upstream_error", "capture_parse_error" };
+
+/* What a series is: which instrument and the ids of its attributes. */
+struct key {
+	uint8_t which, op, client, token, dialect, outcome;
+	uint8_t req_model, resp_model, error, finish;
+	int16_t host, dest;
+	uint16_t port;
+};
+
+static inline void pack(const struct key *k, uint64_t *k0, uint64_t *k1)
+{
+	*k0 = 1u | (uint64_t)k->which << 1 | (uint64_t)k->op << 6 | (uint64_t)k->client << 9 | (uint64_t)k->token << 10 |
+	      (uint64_t)k->dialect << 12 | (uint64_t)k->outcome << 15 | (uint64_t)k->req_model << 19 |
+	      (uint64_t)k->resp_model << 27 | (uint64_t)k->error << 35 | (uint64_t)k->finish << 43;
+	*k1 = (uint64_t)(uint16_t)k->host | (uint64_t)(uint16_t)k->dest << 16 | (uint64_t)k->port << 32;
+}
+
+/* A key's op: the operation name's index, with the provider's bit (4: the
+ * Anthropic format): chat completions, the Responses API and messages are
+ * all "chat", and must share their series where their attributes agree. */
+enum { OPN_CHAT, OPN_TEXT_COMPLETION, OPN_EMBEDDINGS, OPN_ANTHROPIC = 4 };
+
+static unsigned key_op(unsigned op)
+{
+	unsigned k = op == NL_GENAI_OP_COMPLETIONS ? OPN_TEXT_COMPLETION
+		     : op == NL_GENAI_OP_EMBEDDINGS ? OPN_EMBEDDINGS
+						     : OPN_CHAT;
+	return op == NL_GENAI_OP_MESSAGES && !provider_override ? k | OPN_ANTHROPIC : k;
+}
+
+static const char *op_text(unsigned kop)
+{
+	static const char names[][16] = { "chat", "text_completion", "embeddings", "chat" };
+	return names[kop & 3];
+}
+
+static const char *provider_text(unsigned kop)
+{
+	if (provider_override)
+		return provider_override;
+	return kop & OPN_ANTHROPIC ? "anthropic" : "openai";
+}
+
+static const char *name_text(const struct names *t, unsigned id)
+{
+	return id >= t->limit ? "_OTHER" : t->text[id];
+}
+
+static size_t attrs_of(const struct key *k, struct nl_attr *a)
+{
+	size_t n = 0;
+	if (k->which >= W_GYM_DURATION) {
+		a[n++] = NL_ATTR_S(k_nemo_gym_server_name, server_name ? server_name : "unknown");
+		a[n++] = NL_ATTR_S(k_nemo_gym_model_call_dialect, dialect_text[k->dialect]);
+		if (k->which == W_GYM_DURATION)
+			a[n++] = NL_ATTR_S(k_nemo_gym_model_call_outcome, outcome_text[k->outcome]);
+		if (k->which == W_GYM_TOKENS)
+			a[n++] = NL_ATTR_S(k_nemo_gym_model_call_token_type, token_type[k->token]);
+		if (k->which == W_GYM_FINISH)
+			a[n++] = NL_ATTR_S(k_nemo_gym_model_call_finish_reason, name_text(&finishes, k->finish));
+		return n;
+	}
+	a[n++] = NL_ATTR_S(k_gen_ai_operation_name, op_text(k->op));
+	a[n++] = NL_ATTR_S(k_gen_ai_provider_name, provider_text(k->op));
+	if (k->req_model != NAME_NONE)
+		a[n++] = NL_ATTR_S(k_gen_ai_request_model, name_text(&models, k->req_model));
+	if (k->resp_model != NAME_NONE)
+		a[n++] = NL_ATTR_S(k_gen_ai_response_model, name_text(&models, k->resp_model));
+	if (k->token != TOK_NONE)
+		a[n++] = NL_ATTR_S(k_gen_ai_token_type, token_type[k->token]);
+	if (k->error != NAME_NONE)
+		a[n++] = NL_ATTR_S(k_error_type, name_text(&errors, k->error));
+	if (k->client) {
+		if (k->host >= 0)
+			a[n++] = NL_ATTR_S(k_server_address, nl_http_host_name(k->host));
+		if (k->port)
+			a[n++] = NL_ATTR_I(k_server_port, k->port);
+		a[n++] = NL_ATTR_S(k_nemo_gym_http_destination_server_name, nl_dest_name(k->dest));
+	}
+	return n;
+}
+
+#define CELLS 2048
+struct cell {
+	_Atomic uint32_t state;         /* 0 free, 1 being made, 2 ready */
+	uint64_t k0, k1;
+	struct nl_series *s;
+};
+static struct cell cells[CELLS];
+
+/* The series of k, made on first use; the overflow series when the table is
+ * full or another thread is still making it. */
+static struct nl_series *series_for(const struct key *k)
+{
+	struct nl_instrument *inst = insts[k->which];
+	uint64_t k0, k1;
+	pack(k, &k0, &k1);
+	uint64_t h = ((k0 ^ k1 * 0xff51afd7ed558ccdull) * 0x9E3779B97F4A7C15ull) >> 40;
+	for (unsigned probe = 0; probe < 64; probe++) {
+		struct cell *c = &cells[(h + probe) & (CELLS - 1)];
+		uint32_t st = atomic_load_explicit(&c->state, memory_order_acquire);
+		if (st == 0 && atomic_compare_exchange_strong_explicit(&c->state, &st, 1, memory_order_acquire,
+								       memory_order_acquire)) {
+			c->k0 = k0;
+			c->k1 = k1;
+			struct nl_attr a[NL_MAX_ATTRS];
+			size_t n = attrs_of(k, a);
+			c->s = nl_series_add_static(inst, a, n);
+			atomic_store_explicit(&c->state, 2, memory_order_release);
+			return c->s;
+		}
+		if (st == 2 && c->k0 == k0 && c->k1 == k1)
+			return c->s;
+		if (st == 1)
+			return nl_instrument_overflow(inst);   /* perhaps this very one, being made */
+	}
+	return nl_instrument_overflow(inst);
+}
+
+static void hist(struct key *k, unsigned which, double v)
+{
+	k->which = (uint8_t)which;
+	nl_hist_record(insts[which], series_for(k), v);
+}
+
+/* ---- recording ------------------------------------------------------------------ */
+
+static unsigned dialect_of(unsigned op)
+{
+	switch (op) {
+	case NL_GENAI_OP_CHAT:
+		return D_CHAT;
+	case NL_GENAI_OP_RESPONSES:
+		return D_RESPONSES;
+	case NL_GENAI_OP_MESSAGES:
+		return D_MESSAGES;
+	}
+	return D_UNKNOWN;
+}
+
+/* NeMo Gym's outcome of a status (O_NONE: none, the connection ended first). */
+static unsigned outcome_of(unsigned status, const struct nl_genai_result *resp)
+{
+	if (!status)
+		return O_NONE;
+	if (status / 100 == 2)
+		return resp->kind == NL_GENAI_KIND_UNREAD || resp->kind == NL_GENAI_KIND_NONE ? O_PARSE_ERROR : O_OK;
+	if (status == 408 || status == 504)
+		return O_TIMEOUT;
+	if (status == 429)
+		return O_RATE_LIMIT;
+	if (status == 401 || status == 403)
+		return O_AUTH;
+	if (status == 404)
+		return O_NOT_FOUND;
+	if (status / 100 == 4)
+		return O_CLIENT_ERROR;
+	if (status / 100 == 5)
+		return O_UPSTREAM_ERROR;
+	return O_OK;
+}
+
+/* The finish reason in the dialect's own words: choices[].finish_reason or
+ * stop_reason as given; for the Responses API, "completed", or the reason
+ * an incomplete response gives (its status when it gives none). */
+static unsigned finish_of(const struct nl_genai_result *r, unsigned op)
+{
+	if (op == NL_GENAI_OP_RESPONSES && r->status.len) {
+		if (r->status.len == 9 && memcmp(r->status.text, "completed", 9) == 0)
+			return intern(&finishes, "completed", 9);
+		if (r->status.len == 10 && memcmp(r->status.text, "incomplete", 10) == 0 && r->incomplete.len)
+			return intern(&finishes, r->incomplete.text, r->incomplete.len);
+		if ((r->status.len == 11 && memcmp(r->status.text, "in_progress", 11) == 0) ||
+		    (r->status.len == 6 && memcmp(r->status.text, "queued", 6) == 0))
+			return NAME_NONE;
+		return intern(&finishes, r->status.text, r->status.len);
+	}
+	return intern(&finishes, r->finish.text, r->finish.len);
+}
+
+static const char status_digits[] = "0123456789";
+
+static unsigned error_of(const struct nl_genai_call *x)
+{
+	if (!x->status)
+		return intern(&errors, "connection_closed", 17);
+	if (x->status >= 400) {
+		char t[3] = { status_digits[x->status / 100 % 10], status_digits[x->status / 10 % 10],
+			      status_digits[x->status % 10] };
+		return intern(&errors, t, 3);
+	}
+	if (x->resp->error)
+		return x->resp->error_type.len ? intern(&errors, x->resp->error_type.text, x->resp->error_type.len)
+					       : intern(&errors, "error", 5);
+	return NAME_NONE;
+}
+
+void nl_genai_record(const struct nl_genai_call *x)
+{
+	if (!insts[W_TOKENS]) {
+		nl_runtime_kick();
+		if (!insts[W_TOKENS])
+			return;
+	}
+	if (x->client ? !client_on : !server_on)
+		return;
+	const struct nl_genai_result *resp = x->resp, *req = x->req;
+	struct key k = {
+		.op = (uint8_t)key_op(x->op),
+		.client = x->client,
+		.token = TOK_NONE,
+		.dialect = 0,   /* (Gym's alone: the GenAI set's series are by its attributes) */
+		.outcome = O_NONE,
+		.req_model = (uint8_t)(req ? intern(&models, req->model.text, req->model.len) : NAME_NONE),
+		.resp_model = (uint8_t)intern(&models, resp->model.text, resp->model.len),
+		.error = NAME_NONE,
+		.finish = NAME_NONE,
+		.host = x->client ? x->host : -1,
+		.dest = x->client ? x->dest : 0,
+		.port = x->client ? x->port : 0,
+	};
+	double s = (double)x->duration_ns / 1e9;
+	bool ok = x->status / 100 == 2 && !resp->error;
+	bool stream = resp->kind == NL_GENAI_KIND_SSE;
+	int64_t in = nl_genai_input_tokens(resp), out = nl_genai_output_tokens(resp);
+
+	/* The GenAI conventions' set. */
+	k.error = (uint8_t)error_of(x);
+	hist(&k, x->client ? W_CLIENT_DURATION : W_SERVER_DURATION, s);
+	k.error = NAME_NONE;
+	if (in >= 0) {
+		k.token = TOK_INPUT;
+		hist(&k, W_TOKENS, (double)in);
+	}
+	if (out >= 0) {
+		k.token = TOK_OUTPUT;
+		hist(&k, W_TOKENS, (double)out);
+	}
+	k.token = TOK_NONE;
+	if (stream && ok && x->first_content_ns >= 0) {
+		double first = (double)x->first_content_ns / 1e9;
+		if (x->client) {
+			hist(&k, W_TTFC, first);
+		} else {
+			hist(&k, W_TTFT, first);
+			if (out > 1 && x->duration_ns >= (uint64_t)x->first_content_ns)
+				hist(&k, W_TPOT, (s - first) / (double)(out - 1));
+		}
+	}
+	if (x->client)
+		return;
+
+	/* NeMo Gym's model-call set: the server side of a call. */
+	unsigned outcome = outcome_of(x->status, resp);
+	if (outcome == O_NONE)
+		return;
+	struct key g = { .dialect = (uint8_t)dialect_of(x->op), .token = TOK_NONE, .req_model = NAME_NONE, .resp_model = NAME_NONE,
+			 .error = NAME_NONE, .finish = NAME_NONE, .host = -1 };
+	g.outcome = (uint8_t)outcome;
+	hist(&g, W_GYM_DURATION, (double)x->duration_ns / 1e6);
+	g.outcome = O_NONE;
+	if (stream && x->first_body_ns >= 0)
+		hist(&g, W_GYM_TTFT, (double)x->first_body_ns / 1e6);
+	int64_t tokens[3] = { in, out, resp->reasoning_tokens };
+	for (unsigned t = 0; t < 3; t++)
+		if (tokens[t] >= 0) {
+			g.token = (uint8_t)t;
+			hist(&g, W_GYM_TOKENS, (double)tokens[t]);
+		}
+	g.token = TOK_NONE;
+	unsigned finish = finish_of(resp, x->op);
+	if (finish != NAME_NONE) {
+		g.finish = (uint8_t)finish;
+		g.which = W_GYM_FINISH;
+		nl_counter_add(series_for(&g), 1);
+	}
+}
+
+/* ---- setup ---------------------------------------------------------------------- */
+
+NL_LOAD_PATH void nl_genaimetrics_init(const struct nl_config *cfg)
+{
+	nl_genai_on = cfg->genai && (cfg->http_server || cfg->http_client);
+	server_on = cfg->http_server;
+	client_on = cfg->http_client;
+	provider_override = cfg->genai_provider;
+	server_name = cfg->server_name;
+	n_rules = 0;
+	nl_genai_rules = false;
+	if (nl_genai_on)
+		parse_rules(cfg->genai_paths);
+}
+
+void nl_genaimetrics_register(void)
+{
+	if (!nl_genai_on)
+		return;
+	models = (struct names){ model_slots, 2 * MODELS, MODELS, 0, model_text };
+	finishes = (struct names){ finish_slots, 2 * WORDS, WORDS, 0, finish_text };
+	errors = (struct names){ error_slots, 2 * WORDS, WORDS, 0, error_text };
+	nl_registry_reserve_static(CELLS);
+	for (unsigned w = 0; w < W_N; w++)
+		if (!(insts[w] = nl_inst((enum nl_inst_id)inst_of[w]))) {
+			insts[W_TOKENS] = NULL;
+			return;
+		}
+}

@@ -1,0 +1,203 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+#include "rpcmetrics.h"
+
+#include <stdatomic.h>
+#include <string.h>
+
+#include "bytekey.h"
+#include "httpmetrics.h"
+#include "instruments.h"
+#include "registry.h"
+#include "state.h"
+
+/* ---- method names ------------------------------------------------------------ */
+
+#define METHOD_SLOTS 256                /* twice the cap: probes stay short */
+#define METHOD_LEN 96
+struct method {
+	_Atomic uint32_t state;         /* 0 free, 1 being written, 2 + id ready, DEAD past the cap */
+	uint32_t len;
+	char text[METHOD_LEN];
+};
+#define DEAD 0xffffffffu
+static struct method method_slots[METHOD_SLOTS];
+static const char *method_text[NL_RPC_METHODS_MAX];
+static _Atomic unsigned n_methods;
+
+/* "/package.Service/Method": a slash, a service, a slash, a method; the
+ * service and method non-empty visible ASCII without further slashes. */
+static bool grpc_path(const char *p, size_t n)
+{
+	if (n < 4 || p[0] != '/')
+		return false;
+	size_t slash = 0;
+	for (size_t i = 1; i < n; i++) {
+		unsigned char c = (unsigned char)p[i];
+		if (c <= 0x20 || c >= 0x7f)
+			return false;
+		if (c == '/') {
+			if (slash)
+				return false;
+			slash = i;
+		}
+	}
+	return slash > 1 && slash + 1 < n;
+}
+
+int nl_rpc_method(const char *path, size_t n, bool truncated)
+{
+	if (truncated || !grpc_path(path, n) || n > METHOD_LEN)
+		return NL_RPC_METHOD_OTHER;
+	const char *name = path + 1;    /* rpc.method has no leading slash */
+	size_t len = n - 1;
+	uint32_t h = nl_bytes_key(name, len);
+	for (unsigned probe = 0; probe < METHOD_SLOTS; probe++) {
+		struct method *e = &method_slots[(h + probe) % METHOD_SLOTS];
+		uint32_t st = atomic_load_explicit(&e->state, memory_order_acquire);
+		if (st == 0) {
+			if (atomic_load_explicit(&n_methods, memory_order_relaxed) >= NL_RPC_METHODS_MAX)
+				return NL_RPC_METHOD_OTHER;
+			if (atomic_compare_exchange_strong(&e->state, &st, 1)) {
+				unsigned id = atomic_fetch_add(&n_methods, 1);
+				if (id >= NL_RPC_METHODS_MAX) {
+					atomic_store_explicit(&e->state, DEAD, memory_order_release);
+					return NL_RPC_METHOD_OTHER;
+				}
+				memcpy(e->text, name, len);
+				e->text[len] = 0;
+				e->len = (uint32_t)len;
+				method_text[id] = e->text;
+				atomic_store_explicit(&e->state, 2 + id, memory_order_release);
+				return (int)id;
+			}
+		}
+		/* Being written: it may be this very name; rather than wait
+		 * (the writer may be what a signal handler interrupted), _OTHER. */
+		if (st == 1)
+			return NL_RPC_METHOD_OTHER;
+		if (st != DEAD && e->len == len && memcmp(e->text, name, len) == 0)
+			return (int)(st - 2);
+	}
+	return NL_RPC_METHOD_OTHER;
+}
+
+/* ---- statuses ------------------------------------------------------------------ */
+
+static const char *const status_name[NL_GRPC_CODES] = {
+	"OK",		   "CANCELLED",		"UNKNOWN",	  "INVALID_ARGUMENT", "DEADLINE_EXCEEDED",
+	"NOT_FOUND",	   "ALREADY_EXISTS",	"PERMISSION_DENIED", "RESOURCE_EXHAUSTED", "FAILED_PRECONDITION",
+	"ABORTED",	   "OUT_OF_RANGE",	"UNIMPLEMENTED",  "INTERNAL",	      "UNAVAILABLE",
+	"DATA_LOSS",	   "UNAUTHENTICATED",
+};
+
+unsigned nl_grpc_status_of_http(unsigned s)
+{
+	switch (s) {
+	case 400: return 13;    /* INTERNAL */
+	case 401: return 16;    /* UNAUTHENTICATED */
+	case 403: return 7;     /* PERMISSION_DENIED */
+	case 404: return 12;    /* UNIMPLEMENTED */
+	case 429:
+	case 502:
+	case 503:
+	case 504: return 14;    /* UNAVAILABLE */
+	default: return 2;      /* UNKNOWN */
+	}
+}
+
+/* ---- series ---------------------------------------------------------------- */
+
+#define CELLS 1024
+struct cell {
+	_Atomic uint64_t key;
+	_Atomic(struct nl_series *) s;
+};
+static struct cell cells[CELLS];
+static struct nl_instrument *i_server, *i_client;
+
+static uint64_t pack(const struct nl_rpc_call *c)
+{
+	return 1u | (uint64_t)c->client << 1 | (uint64_t)(c->status & 0x1f) << 2 |
+	       (uint64_t)((unsigned)(c->method + 1) & 0xff) << 7 | (uint64_t)((unsigned)(c->host + 1) & 0x1ff) << 15 |
+	       (uint64_t)c->port << 24;
+}
+
+static __attribute__((noinline)) struct nl_series *make_series(struct nl_instrument *inst, const struct nl_rpc_call *c)
+{
+	struct nl_attr a[NL_MAX_ATTRS];
+	size_t n = 0;
+	a[n++] = NL_ATTR_S("rpc.system.name", "grpc");
+	a[n++] = NL_ATTR_S("rpc.method", c->method >= 0 ? method_text[c->method] : "_OTHER");
+	a[n++] = NL_ATTR_S("rpc.response.status_code", status_name[c->status]);
+	if (c->client && c->host >= 0)
+		a[n++] = NL_ATTR_S("server.address", nl_http_host_name(c->host));
+	if (c->client && c->port)
+		a[n++] = NL_ATTR_I("server.port", c->port);
+	if (c->status)
+		a[n++] = NL_ATTR_S("error.type", status_name[c->status]);
+	return nl_series_add_static(inst, a, n);
+}
+
+static struct nl_series *series_for(struct nl_instrument *inst, const struct nl_rpc_call *c)
+{
+	uint64_t key = pack(c);
+	uint64_t h = (key * 0x9E3779B97F4A7C15ull) >> 54;
+	for (unsigned probe = 0; probe < 64; probe++) {
+		struct cell *e = &cells[(h + probe) % CELLS];
+		uint64_t k = atomic_load_explicit(&e->key, memory_order_acquire);
+		if (k == 0) {
+			uint64_t expected = 0;
+			if (atomic_compare_exchange_strong(&e->key, &expected, key)) {
+				struct nl_series *s = make_series(inst, c);
+				atomic_store_explicit(&e->s, s, memory_order_release);
+				return s;
+			}
+			k = expected;
+		}
+		if (k == key) {
+			struct nl_series *s = atomic_load_explicit(&e->s, memory_order_acquire);
+			return s ? s : nl_instrument_overflow(inst);
+		}
+	}
+	return nl_instrument_overflow(inst);
+}
+
+void nl_rpc_done(const struct nl_rpc_call *c)
+{
+	struct nl_instrument *inst = c->client ? i_client : i_server;
+	if (!inst || c->status >= NL_GRPC_CODES)
+		return;
+	nl_hist_record(inst, series_for(inst, c), (double)(int64_t)c->duration_ns / 1e9);
+}
+
+/* ---- HTTP/2 connections given up -------------------------------------------- */
+
+/* Made on first use (0 none yet, 1 being made): a process that never gives
+ * one up exports nothing of it. */
+static struct nl_instrument *i_given_up;
+static _Atomic uintptr_t given_up[NL_H2_GIVEN_UP_N];
+static const char *const reasons[NL_H2_GIVEN_UP_N] = { "pool", "table_cap", "streams" };
+
+void nl_http2_given_up(unsigned reason)
+{
+	nl_runtime_kick();
+	if (!i_given_up || reason >= NL_H2_GIVEN_UP_N)
+		return;
+	uintptr_t v = 0;
+	if (atomic_compare_exchange_strong(&given_up[reason], &v, 1)) {
+		struct nl_attr a[1] = { NL_ATTR_S("reason", reasons[reason]) };
+		v = (uintptr_t)nl_series_add_static(i_given_up, a, 1);
+		atomic_store_explicit(&given_up[reason], v, memory_order_release);
+	}
+	if (v > 1)
+		nl_counter_add((struct nl_series *)v, 1);
+}
+
+void nl_rpcmetrics_register(void)
+{
+	if (!nl_http_server_on && !nl_http_client_on)
+		return;
+	i_server = nl_inst(NL_I_RPC_SERVER_DURATION);
+	i_client = nl_inst(NL_I_RPC_CLIENT_DURATION);
+	i_given_up = nl_inst(NL_I_HTTP2_GIVEN_UP);
+}

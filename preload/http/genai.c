@@ -1,0 +1,885 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* The GenAI body scanner (see genai.h).
+ *
+ * The JSON side is a push state machine over the bytes, with a stack of the
+ * containers on a path it takes (at most six deep: root, response, usage,
+ * details; or root, choices, a choice). Any other container is skipped
+ * whole by counting brackets outside strings; any other string is skipped
+ * to its closing quote. Skipping looks at 16 bytes at a time (SSE2) for the
+ * few bytes that matter there, so that the bulk of a large body (a vLLM
+ * response's prompt_token_ids and logprobs, a request's messages) costs
+ * about a byte's worth of instructions per byte or less.
+ *
+ * The event stream side splits lines (LF, CR or CR LF), hands each data
+ * line's value to the JSON scanner (the lines of one event join with a LF,
+ * which JSON reads as whitespace) and dispatches an event at its blank
+ * line: its document ends there and the next event starts a new one. */
+#include "genai.h"
+
+#include <string.h>
+
+/* The tables below go after the code, with the shim's other tables that no
+ * process reads before it records (loadpath.h's NL_COLD_RODATA, which this
+ * layer cannot include: it depends on nothing). */
+#define NL_COLD_RODATA __attribute__((section(".nl_cold_ro")))
+
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#define GENAI_SSE2 1
+#endif
+
+/* ---- paths -------------------------------------------------------------------- */
+
+enum nl_genai_op nl_genai_path_op(const char *t, size_t n)
+{
+	const char *q = memchr(t, '?', n);
+	if (q)
+		n = (size_t)(q - t);
+	/* (Arrays, not pointers: no relocation for the loader to write.) */
+	static const struct {
+		char suffix[21];
+		uint8_t len;
+		uint8_t op;
+	} ops[] NL_COLD_RODATA = {
+		{ "/v1/chat/completions", 20, NL_GENAI_OP_CHAT },
+		{ "/v1/completions", 15, NL_GENAI_OP_COMPLETIONS },
+		{ "/v1/responses", 13, NL_GENAI_OP_RESPONSES },
+		{ "/v1/embeddings", 14, NL_GENAI_OP_EMBEDDINGS },
+		{ "/v1/messages", 12, NL_GENAI_OP_MESSAGES },
+	};
+	if (n < 12 || t[n - 1] == '/')
+		return NL_GENAI_OP_NONE;
+	for (size_t i = 0; i < sizeof ops / sizeof *ops; i++)
+		if (n >= ops[i].len && memcmp(t + n - ops[i].len, ops[i].suffix, ops[i].len) == 0)
+			return (enum nl_genai_op)ops[i].op;
+	return NL_GENAI_OP_NONE;
+}
+
+/* ---- the JSON scanner --------------------------------------------------------- */
+
+enum mode {
+	J_VALUE,        /* a value comes (whitespace first) */
+	J_KEY,          /* a key or the object's end comes */
+	J_KEYSTR,       /* inside a key */
+	J_COLON,
+	J_AFTER,        /* after a value: ',' or the container's end */
+	J_STR,          /* inside a string value that is taken */
+	J_SKIPSTR,      /* inside a string value that is not */
+	J_NUM,          /* inside a number that is taken */
+	J_SKIPLIT,      /* inside any other literal */
+	J_SKIP,         /* inside a container that is not taken */
+	J_SKIPIN,       /* inside a string of a container that is not taken */
+	J_DONE,         /* "[DONE]" */
+	J_END,          /* the document ended: the rest is ignored */
+};
+
+/* The containers on a path that is taken. */
+enum ctx {
+	C_ROOT,         /* the document */
+	C_SUB,          /* response or message inside the document: its keys as the document's */
+	C_USAGE,
+	C_DETAILS,      /* usage.*_tokens_details */
+	C_CHOICES,      /* the choices array */
+	C_CHOICE,       /* one of its objects */
+	C_INCOMPLETE,   /* incomplete_details */
+	C_ERROR,        /* error */
+	C_DELTA,        /* delta (Anthropic's message_delta) */
+};
+
+/* What a value is. Containers take the C_* of what they open. */
+enum target {
+	T_SKIP,
+	T_ROOT,
+	T_OBJ_SUB, T_OBJ_USAGE, T_OBJ_DETAILS, T_ARR_CHOICES, T_OBJ_CHOICE, T_OBJ_INCOMPLETE, T_OBJ_DELTA,
+	T_ERROR,        /* an object, or a string */
+	T_MODEL, T_STREAM, T_TYPE, T_CODE, T_STATUS, T_FINISH, T_REASON, T_ERRTYPE, T_ERRCODE,
+	T_PROMPT, T_COMPLETION, T_INPUT, T_OUTPUT, T_CACHE_READ, T_CACHE_CREATION, T_REASONING,
+};
+
+#define STACK_MAX (sizeof((struct nl_genai_json *)0)->stack)
+
+struct key {
+	char name[28];          /* (an array: read-only data the loader never writes) */
+	uint8_t len;
+	uint8_t target;
+};
+
+#define K(s, t) { s, sizeof s - 1, t }
+static const struct key root_keys[] NL_COLD_RODATA = {
+	K("model", T_MODEL), K("stream", T_STREAM), K("usage", T_OBJ_USAGE), K("choices", T_ARR_CHOICES),
+	K("type", T_TYPE), K("code", T_CODE), K("status", T_STATUS), K("stop_reason", T_FINISH),
+	K("incomplete_details", T_OBJ_INCOMPLETE), K("error", T_ERROR), K("delta", T_OBJ_DELTA),
+	K("response", T_OBJ_SUB), K("message", T_OBJ_SUB),
+};
+static const struct key usage_keys[] NL_COLD_RODATA = {
+	K("prompt_tokens", T_PROMPT), K("completion_tokens", T_COMPLETION), K("input_tokens", T_INPUT),
+	K("output_tokens", T_OUTPUT), K("cache_read_input_tokens", T_CACHE_READ),
+	K("cache_creation_input_tokens", T_CACHE_CREATION), K("completion_tokens_details", T_OBJ_DETAILS),
+	K("output_tokens_details", T_OBJ_DETAILS),
+};
+static const struct key details_keys[] NL_COLD_RODATA = { K("reasoning_tokens", T_REASONING) };
+static const struct key choice_keys[] NL_COLD_RODATA = { K("finish_reason", T_FINISH) };
+static const struct key incomplete_keys[] NL_COLD_RODATA = { K("reason", T_REASON) };
+static const struct key error_keys[] NL_COLD_RODATA = { K("type", T_ERRTYPE), K("code", T_ERRCODE) };
+static const struct key delta_keys[] NL_COLD_RODATA = { K("stop_reason", T_FINISH) };
+#undef K
+
+static uint8_t find_key(const struct key *k, size_t nk, const char *s, size_t n)
+{
+	if (n < 4 || n > 27)
+		return T_SKIP;  /* (every key taken has 4 to 27 bytes) */
+	for (size_t i = 0; i < nk; i++)
+		if (k[i].len == n && k[i].name[0] == s[0] && memcmp(k[i].name, s, n) == 0)
+			return k[i].target;
+	return T_SKIP;
+}
+
+#define FIND(keys, s, n) find_key(keys, sizeof keys / sizeof *keys, s, n)
+
+/* The target of the value of key s[0..n) in container c. */
+static uint8_t key_target(uint8_t c, const char *s, size_t n)
+{
+	switch (c) {
+	case C_ROOT:
+		return FIND(root_keys, s, n);
+	case C_SUB: {
+		uint8_t t = FIND(root_keys, s, n);
+		return t == T_OBJ_SUB ? T_SKIP : t;   /* one level of it */
+	}
+	case C_USAGE:
+		return FIND(usage_keys, s, n);
+	case C_DETAILS:
+		return FIND(details_keys, s, n);
+	case C_CHOICE:
+		return FIND(choice_keys, s, n);
+	case C_INCOMPLETE:
+		return FIND(incomplete_keys, s, n);
+	case C_ERROR:
+		return FIND(error_keys, s, n);
+	case C_DELTA:
+		return FIND(delta_keys, s, n);
+	}
+	return T_SKIP;
+}
+
+/* The container an object target opens (C_* + 1), 0: not an object target. */
+static uint8_t object_ctx(uint8_t t)
+{
+	switch (t) {
+	case T_ROOT:
+		return C_ROOT + 1;
+	case T_OBJ_SUB:
+		return C_SUB + 1;
+	case T_OBJ_USAGE:
+		return C_USAGE + 1;
+	case T_OBJ_DETAILS:
+		return C_DETAILS + 1;
+	case T_OBJ_CHOICE:
+		return C_CHOICE + 1;
+	case T_OBJ_INCOMPLETE:
+		return C_INCOMPLETE + 1;
+	case T_OBJ_DELTA:
+		return C_DELTA + 1;
+	case T_ERROR:
+		return C_ERROR + 1;
+	}
+	return 0;
+}
+
+static bool is_string_target(uint8_t t)
+{
+	return t == T_MODEL || t == T_TYPE || t == T_CODE || t == T_STATUS || t == T_FINISH || t == T_REASON ||
+	       t == T_ERRTYPE || t == T_ERRCODE || t == T_ERROR;
+}
+
+static bool is_number_target(uint8_t t)
+{
+	return t >= T_PROMPT && t <= T_REASONING;
+}
+
+static void put_str(uint8_t *len, bool *trunc, char *text, size_t cap, const char *s, size_t n, bool t)
+{
+	if (n > cap)
+		n = cap, t = true;
+	memcpy(text, s, n);
+	*len = (uint8_t)n;
+	*trunc = t;
+}
+
+#define PUT(f, s, n, t) put_str(&(f).len, &(f).truncated, (f).text, sizeof(f).text, s, n, t)
+
+static bool ends_with(const char *s, size_t n, const char *suffix, size_t k)
+{
+	return n >= k && memcmp(s + n - k, suffix, k) == 0;
+}
+
+/* A stream's content-bearing event, by its type or event name: the
+ * Responses API's response.*.delta, Anthropic's content_block_delta. */
+static bool content_event(const char *s, size_t n)
+{
+	return (n > 15 && memcmp(s, "response.", 9) == 0 && ends_with(s, n, ".delta", 6)) ||
+	       (n == 19 && memcmp(s, "content_block_delta", 19) == 0);
+}
+
+struct run {
+	struct nl_genai_scan *s;
+	unsigned flags;
+	bool sse;
+};
+
+static void mark_content(struct run *r)
+{
+	if (!r->s->r.content) {
+		r->s->r.content = true;
+		r->flags |= NL_GENAI_FIRST_CONTENT;
+	}
+}
+
+static void set_errtype(struct nl_genai_json *j, struct nl_genai_result *res, uint8_t rank, const char *s, size_t n,
+			bool t)
+{
+	if (rank < j->errtype_rank)
+		return;
+	j->errtype_rank = rank;
+	PUT(res->error_type, s, n, t);
+}
+
+/* A string value of target t, whole (s[0..n), t: truncated). */
+static void take_string(struct run *r, uint8_t t, const char *s, size_t n, bool trunc)
+{
+	struct nl_genai_result *res = &r->s->r;
+	struct nl_genai_json *j = &r->s->j;
+	switch (t) {
+	case T_MODEL:
+		PUT(res->model, s, n, trunc);
+		break;
+	case T_TYPE:
+		if (n == 5 && memcmp(s, "error", 5) == 0)
+			j->doc_error = true;
+		else if (!trunc && content_event(s, n))
+			mark_content(r);
+		break;
+	case T_CODE:
+		set_errtype(j, res, 1, s, n, trunc);
+		break;
+	case T_STATUS:
+		PUT(res->status, s, n, trunc);
+		break;
+	case T_FINISH:
+		PUT(res->finish, s, n, trunc);
+		break;
+	case T_REASON:
+		PUT(res->incomplete, s, n, trunc);
+		break;
+	case T_ERROR:           /* "error": "text": an error, its text not taken */
+		j->doc_error = true;
+		break;
+	case T_ERRCODE:
+		set_errtype(j, res, 2, s, n, trunc);
+		break;
+	case T_ERRTYPE:
+		set_errtype(j, res, 3, s, n, trunc);
+		break;
+	}
+}
+
+static void take_number(struct run *r, uint8_t t, int64_t v)
+{
+	struct nl_genai_result *res = &r->s->r;
+	switch (t) {
+	case T_PROMPT:
+		res->prompt_tokens = v;
+		break;
+	case T_COMPLETION:
+		res->completion_tokens = v;
+		break;
+	case T_INPUT:
+		res->input_tokens = v;
+		break;
+	case T_OUTPUT:
+		res->output_tokens = v;
+		break;
+	case T_CACHE_READ:
+		res->cache_read = v;
+		break;
+	case T_CACHE_CREATION:
+		res->cache_creation = v;
+		break;
+	case T_REASONING:
+		res->reasoning_tokens = v;
+		break;
+	}
+}
+
+static void json_reset(struct nl_genai_json *j)
+{
+	j->mode = J_VALUE;
+	j->depth = 0;
+	j->target = T_ROOT;
+	j->doc_error = false;
+	j->errtype_rank = 0;
+	j->esc = false;
+	j->skip = 0;
+}
+
+/* The document's root closed: what it said as a whole. */
+static void doc_end(struct run *r)
+{
+	struct nl_genai_json *j = &r->s->j;
+	if (j->doc_error)
+		r->s->r.error = true;
+	j->mode = J_END;
+}
+
+/* The target of the next element of the array on top of the stack. */
+static uint8_t element_target(const struct nl_genai_json *j)
+{
+	return j->stack[j->depth - 1] == C_CHOICES ? T_OBJ_CHOICE : T_SKIP;
+}
+
+static bool top_is_array(const struct nl_genai_json *j)
+{
+	return j->depth && j->stack[j->depth - 1] == C_CHOICES;
+}
+
+/* A container closed: back to its parent, or the document's end. */
+static void pop(struct run *r)
+{
+	struct nl_genai_json *j = &r->s->j;
+	if (--j->depth == 0)
+		doc_end(r);
+	else
+		j->mode = J_AFTER;
+}
+
+/* The first byte of a value (not whitespace). */
+static void value_begin(struct run *r, uint8_t b)
+{
+	struct nl_genai_json *j = &r->s->j;
+	uint8_t t = j->target;
+	if (t == T_ROOT && b != '{') {
+		/* A document that is no object: nothing in it is taken, but an
+		 * event's "[DONE]". */
+		j->lit = 1;
+		j->mode = b == '[' && r->sse ? J_DONE : J_END;
+		return;
+	}
+	if (b == '{') {
+		uint8_t c = object_ctx(t);
+		if (c && j->depth < STACK_MAX) {
+			if (t == T_ERROR)
+				j->doc_error = true;
+			if (t == T_OBJ_CHOICE)
+				mark_content(r);
+			j->stack[j->depth++] = (uint8_t)(c - 1);
+			j->mode = J_KEY;
+			return;
+		}
+		j->skip = 1;
+		j->mode = J_SKIP;
+		return;
+	}
+	if (b == '[') {
+		if (t == T_ARR_CHOICES && j->depth < STACK_MAX) {
+			j->stack[j->depth++] = C_CHOICES;
+			j->target = T_OBJ_CHOICE;
+			j->mode = J_VALUE;
+			return;
+		}
+		j->skip = 1;
+		j->mode = J_SKIP;
+		return;
+	}
+	if (b == '"') {
+		j->esc = false;
+		if (is_string_target(t)) {
+			j->cap.len = 0;
+			j->cap.truncated = false;
+			j->bad = false;
+			j->mode = J_STR;
+		} else {
+			j->mode = J_SKIPSTR;
+		}
+		return;
+	}
+	if (is_number_target(t) && b >= '0' && b <= '9') {
+		j->num = (uint64_t)(b - '0');
+		j->lit = 1;
+		j->bad = false;
+		j->mode = J_NUM;
+		return;
+	}
+	if (t == T_STREAM && (b == 't' || b == 'f'))
+		r->s->r.stream = b == 't';
+	j->mode = J_SKIPLIT;
+}
+
+/* After a value: ',' or the end of its container. */
+static void after(struct run *r, uint8_t b)
+{
+	struct nl_genai_json *j = &r->s->j;
+	if (b == ',') {
+		if (top_is_array(j)) {
+			j->target = element_target(j);
+			j->mode = J_VALUE;
+		} else {
+			j->mode = J_KEY;
+		}
+	} else if (b == '}' || b == ']') {
+		pop(r);
+	}
+	/* whitespace, or anything unexpected: waited past */
+}
+
+static inline bool is_ws(uint8_t b)
+{
+	return b == ' ' || b == '\n' || b == '\r' || b == '\t';
+}
+
+/* The first byte at or after p of the bytes set in the masks (quote and
+ * backslash always; brackets when brackets), or e. */
+static inline const uint8_t *find_special(const uint8_t *p, const uint8_t *e, bool brackets)
+{
+#ifdef GENAI_SSE2
+	const __m128i q = _mm_set1_epi8('"'), bs = _mm_set1_epi8('\\');
+	/* '[' 0x5b and '{' 0x7b, ']' 0x5d and '}' 0x7d: one compare a pair with bit 5 set */
+	const __m128i b5 = _mm_set1_epi8(0x20), ob = _mm_set1_epi8('{'), cb = _mm_set1_epi8('}');
+	while (e - p >= 16) {
+		__m128i v = _mm_loadu_si128((const __m128i *)(const void *)p);
+		__m128i m = _mm_or_si128(_mm_cmpeq_epi8(v, q), _mm_cmpeq_epi8(v, bs));
+		if (brackets) {
+			__m128i w = _mm_or_si128(v, b5);
+			m = _mm_or_si128(m, _mm_or_si128(_mm_cmpeq_epi8(w, ob), _mm_cmpeq_epi8(w, cb)));
+		}
+		unsigned bits = (unsigned)_mm_movemask_epi8(m);
+		if (bits)
+			return p + __builtin_ctz(bits);
+		p += 16;
+	}
+#endif
+	for (; p < e; p++) {
+		uint8_t b = *p;
+		if (b == '"' || b == '\\' || (brackets && ((b | 0x20) == '{' || (b | 0x20) == '}')))
+			return p;
+	}
+	return e;
+}
+
+/* Inside a container that is not taken (J_SKIP, J_SKIPIN): its bytes up to
+ * its end, or all of [p, e). Returns past what it took; j->mode is J_AFTER
+ * once the container closed. Sixteen bytes at a time: the masks of quotes,
+ * backslashes and brackets once per block, then only their bits, by
+ * whether they fall inside a string or not. */
+static const uint8_t *skip_container(struct nl_genai_json *j, const uint8_t *p, const uint8_t *e)
+{
+	bool in_str = j->mode == J_SKIPIN;
+	uint32_t depth = j->skip;
+	if (j->esc) {
+		j->esc = false;
+		p++;            /* the escaped byte (p < e: the caller has bytes) */
+	}
+#ifdef GENAI_SSE2
+	const __m128i q = _mm_set1_epi8('"'), bs = _mm_set1_epi8('\\'), b5 = _mm_set1_epi8(0x20),
+		      ob = _mm_set1_epi8('{'), cb = _mm_set1_epi8('}');
+	while (e - p >= 16) {
+		__m128i v = _mm_loadu_si128((const __m128i *)(const void *)p);
+		__m128i w = _mm_or_si128(v, b5);
+		unsigned mq = (unsigned)_mm_movemask_epi8(_mm_cmpeq_epi8(v, q));
+		unsigned str_m = mq | (unsigned)_mm_movemask_epi8(_mm_cmpeq_epi8(v, bs));
+		unsigned out_m = mq | (unsigned)_mm_movemask_epi8(_mm_or_si128(_mm_cmpeq_epi8(w, ob), _mm_cmpeq_epi8(w, cb)));
+		unsigned from = 0;
+		for (;;) {
+			unsigned m = (in_str ? str_m : out_m) >> from;
+			if (!m)
+				break;
+			unsigned i = from + (unsigned)__builtin_ctz(m);
+			uint8_t c = p[i];
+			from = i + 1;
+			if (in_str) {
+				if (c == '\\') {
+					from = i + 2;   /* past the escaped byte, maybe in the next block */
+					if (from > 16)
+						break;
+				} else {
+					in_str = false;
+				}
+			} else if (c == '"') {
+				in_str = true;
+			} else if ((c | 0x20) == '{') {
+				depth++;
+			} else if (--depth == 0) {
+				j->skip = 0;
+				j->mode = J_AFTER;
+				return p + i + 1;
+			}
+		}
+		if (from == 17 && e - p == 16) {
+			j->esc = true;  /* the escaped byte comes with the next call */
+			p = e;
+			break;
+		}
+		p += from > 16 ? from : 16;
+	}
+#endif
+	for (; p < e; p++) {
+		uint8_t c = *p;
+		if (in_str) {
+			if (c == '\\') {
+				if (++p == e) {
+					j->esc = true;
+					break;
+				}
+			} else if (c == '"') {
+				in_str = false;
+			}
+		} else if (c == '"') {
+			in_str = true;
+		} else if ((c | 0x20) == '{') {
+			depth++;
+		} else if ((c | 0x20) == '}' && --depth == 0) {
+			j->skip = 0;
+			j->mode = J_AFTER;
+			return p + 1;
+		}
+	}
+	j->skip = depth;
+	j->mode = in_str ? J_SKIPIN : J_SKIP;
+	return e;
+}
+
+/* JSON bytes [p, e). */
+static void json_feed(struct run *r, const uint8_t *p, const uint8_t *e)
+{
+	struct nl_genai_json *j = &r->s->j;
+	while (p < e) {
+		uint8_t b;
+		switch ((enum mode)j->mode) {
+		case J_VALUE:
+			b = *p++;
+			if (b == ']' && top_is_array(j))
+				pop(r);         /* an empty array */
+			else if (!is_ws(b))
+				value_begin(r, b);
+			break;
+		case J_KEY:
+			b = *p++;
+			if (b == '"') {
+				j->key_len = 0;
+				j->bad = false;
+				j->esc = false;
+				j->mode = J_KEYSTR;
+			} else if (b == '}') {
+				pop(r);
+			}
+			break;
+		case J_KEYSTR: {
+			if (j->esc) {
+				j->esc = false;
+				p++;
+				break;
+			}
+			const uint8_t *q = find_special(p, e, false);
+			size_t n = (size_t)(q - p);
+			if (q < e && *q == '"' && !j->key_len && !j->bad) {
+				/* The whole key in this call, the usual case: read where it is. */
+				j->target = key_target(j->stack[j->depth - 1], (const char *)p, n);
+				j->mode = J_COLON;
+				p = q + 1;
+				break;
+			}
+			if (!j->bad) {
+				if (n > sizeof j->key - j->key_len)
+					j->bad = true;
+				else
+					memcpy(j->key + j->key_len, p, n), j->key_len = (uint8_t)(j->key_len + n);
+			}
+			p = q;
+			if (p == e)
+				break;
+			if (*p++ == '\\') {
+				j->bad = true;  /* no key that is taken has an escape */
+				j->esc = true;
+				break;
+			}
+			j->target = j->bad ? T_SKIP : key_target(j->stack[j->depth - 1], j->key, j->key_len);
+			j->mode = J_COLON;
+			break;
+		}
+		case J_COLON:
+			b = *p++;
+			if (b == ':')
+				j->mode = J_VALUE;
+			break;
+		case J_AFTER:
+			after(r, *p++);
+			break;
+		case J_SKIPIN:
+			p = skip_container(j, p, e);
+			break;
+		case J_STR:
+		case J_SKIPSTR: {
+			if (j->esc) {
+				j->esc = false;
+				p++;
+				break;
+			}
+			const uint8_t *q = find_special(p, e, false);
+			if (j->mode == J_STR && !j->bad) {
+				size_t n = (size_t)(q - p), room = sizeof j->cap.text - j->cap.len;
+				if (n > room)
+					n = room, j->cap.truncated = true;
+				memcpy(j->cap.text + j->cap.len, p, n);
+				j->cap.len = (uint8_t)(j->cap.len + n);
+			}
+			p = q;
+			if (p == e)
+				break;
+			if (*p++ == '\\') {
+				j->bad = true;  /* a string with an escape is not taken */
+				j->esc = true;
+				break;
+			}
+			if (j->mode == J_STR && !j->bad)
+				take_string(r, j->target, j->cap.text, j->cap.len, j->cap.truncated);
+			else if (j->target == T_ERROR)
+				j->doc_error = true;
+			j->mode = J_AFTER;
+			break;
+		}
+		case J_NUM:
+			b = *p;
+			if (b >= '0' && b <= '9') {
+				if (j->lit < 18)
+					j->num = j->num * 10 + (uint64_t)(b - '0');
+				else
+					j->bad = true;
+				j->lit++;
+				p++;
+				break;
+			}
+			if (b == ',' || b == '}' || b == ']' || is_ws(b)) {
+				if (!j->bad)
+					take_number(r, j->target, (int64_t)j->num);
+				j->mode = J_AFTER;
+				break;   /* the byte is read as what comes after */
+			}
+			j->bad = true;  /* a fraction or exponent: not taken */
+			j->mode = J_SKIPLIT;
+			p++;
+			break;
+		case J_SKIPLIT:
+			while (p < e && *p != ',' && *p != '}' && *p != ']' && !is_ws(*p))
+				p++;
+			if (p < e)
+				j->mode = J_AFTER;
+			break;
+		case J_SKIP:
+			p = skip_container(j, p, e);
+			break;
+		case J_DONE:
+			b = *p++;
+			if (b != (uint8_t)"[DONE]"[j->lit]) {
+				j->mode = J_END;
+				break;
+			}
+			if (++j->lit == 6) {
+				r->s->r.done = true;
+				j->mode = J_END;
+			}
+			break;
+		case J_END:
+			return;
+		}
+	}
+}
+
+/* ---- event streams ------------------------------------------------------------ */
+
+enum line {
+	L_START,        /* at the start of a line */
+	L_NAME,         /* a field name */
+	L_SPACE,        /* right after the colon: one space is skipped */
+	L_DATA,         /* a data line's value */
+	L_EVENT,        /* an event line's value */
+	L_IGNORE,       /* the rest of a line of no interest */
+};
+
+static void dispatch(struct run *r)
+{
+	struct nl_genai_scan *s = r->s;
+	if (s->event.len == 5 && memcmp(s->event.text, "error", 5) == 0)
+		s->r.error = true;
+	else if (content_event(s->event.text, s->event.len) && s->has_data)
+		mark_content(r);
+	if (s->has_data) {
+		if (s->j.mode != J_END && s->j.doc_error)
+			s->r.error = true;
+		s->r.events++;
+	}
+	s->has_data = false;
+	s->event.len = 0;
+	json_reset(&s->j);
+}
+
+static inline const uint8_t *find_eol(const uint8_t *p, const uint8_t *e)
+{
+#ifdef GENAI_SSE2
+	const __m128i lf = _mm_set1_epi8('\n'), cr = _mm_set1_epi8('\r');
+	while (e - p >= 16) {
+		__m128i v = _mm_loadu_si128((const __m128i *)(const void *)p);
+		unsigned bits = (unsigned)_mm_movemask_epi8(_mm_or_si128(_mm_cmpeq_epi8(v, lf), _mm_cmpeq_epi8(v, cr)));
+		if (bits)
+			return p + __builtin_ctz(bits);
+		p += 16;
+	}
+#endif
+	for (; p < e; p++)
+		if (*p == '\n' || *p == '\r')
+			return p;
+	return e;
+}
+
+static void sse_feed(struct run *r, const uint8_t *p, const uint8_t *e)
+{
+	struct nl_genai_scan *s = r->s;
+	while (p < e) {
+		uint8_t b = *p;
+		if (s->cr) {
+			s->cr = false;
+			if (b == '\n') {
+				p++;
+				continue;
+			}
+		}
+		switch ((enum line)s->line) {
+		case L_START:
+			if (b == '\n' || b == '\r') {
+				s->cr = b == '\r';
+				p++;
+				dispatch(r);
+				break;
+			}
+			s->name_len = 0;
+			s->line = L_NAME;
+			break;
+		case L_NAME:
+			p++;
+			if (b == ':' || b == '\n' || b == '\r') {
+				/* A line without a colon names a field with an empty value. */
+				bool data = s->name_len == 4 && memcmp(s->name, "data", 4) == 0;
+				bool event = s->name_len == 5 && memcmp(s->name, "event", 5) == 0;
+				if (data) {
+					if (s->has_data)
+						json_feed(r, (const uint8_t *)"\n", (const uint8_t *)"\n" + 1);
+					s->has_data = true;
+				}
+				if (event)
+					s->event.len = 0, s->event.truncated = false;
+				if (b != ':') {
+					s->cr = b == '\r';
+					s->line = L_START;
+					break;
+				}
+				s->line = data ? L_SPACE : event ? L_SPACE : L_IGNORE;
+				s->name[7] = data;   /* which one, past the name */
+				break;
+			}
+			if (s->name_len < 7)
+				s->name[s->name_len] = (char)b;
+			if (s->name_len < 255)
+				s->name_len++;
+			break;
+		case L_SPACE:
+			if (b == ' ')
+				p++;
+			s->line = s->name[7] ? L_DATA : L_EVENT;
+			break;
+		case L_DATA:
+		case L_EVENT:
+		case L_IGNORE: {
+			const uint8_t *q = find_eol(p, e);
+			if (s->line == L_DATA) {
+				json_feed(r, p, q);
+			} else if (s->line == L_EVENT) {
+				size_t n = (size_t)(q - p), room = sizeof s->event.text - s->event.len;
+				if (n > room)
+					n = room, s->event.truncated = true;
+				memcpy(s->event.text + s->event.len, p, n);
+				s->event.len = (uint8_t)(s->event.len + n);
+			}
+			p = q;
+			if (p < e) {
+				s->cr = *p == '\r';
+				p++;
+				s->line = L_START;
+			}
+			break;
+		}
+		}
+	}
+}
+
+/* ---- the API ------------------------------------------------------------------ */
+
+void nl_genai_init(struct nl_genai_scan *s)
+{
+	memset(s, 0, sizeof *s);
+	struct nl_genai_result *r = &s->r;
+	r->prompt_tokens = r->completion_tokens = r->input_tokens = r->output_tokens = -1;
+	r->cache_read = r->cache_creation = r->reasoning_tokens = -1;
+	r->stream = -1;
+	s->lead = true;
+	json_reset(&s->j);
+}
+
+unsigned nl_genai_feed(struct nl_genai_scan *s, const void *buf, size_t n)
+{
+	const uint8_t *p = buf, *e = p + n;
+	struct run r = { s, 0, s->r.kind == NL_GENAI_KIND_SSE };
+	if (s->r.kind == NL_GENAI_KIND_NONE) {
+		while (p < e && is_ws(*p))
+			p++;
+		if (p == e)
+			return 0;
+		uint8_t b = *p;
+		if (b == '{' || b == '[')
+			s->r.kind = NL_GENAI_KIND_JSON;
+		else if ((b >= 'a' && b <= 'z') || b == ':')
+			s->r.kind = NL_GENAI_KIND_SSE;
+		else
+			s->r.kind = NL_GENAI_KIND_UNREAD;
+		r.sse = s->r.kind == NL_GENAI_KIND_SSE;
+	}
+	if (s->r.kind == NL_GENAI_KIND_JSON)
+		json_feed(&r, p, e);
+	else if (s->r.kind == NL_GENAI_KIND_SSE)
+		sse_feed(&r, p, e);
+	return r.flags;
+}
+
+void nl_genai_gap(struct nl_genai_scan *s)
+{
+	s->r.kind = NL_GENAI_KIND_UNREAD;
+}
+
+void nl_genai_end(struct nl_genai_scan *s)
+{
+	if (s->r.kind == NL_GENAI_KIND_SSE && (s->has_data || s->event.len)) {
+		struct run r = { s, 0, true };
+		dispatch(&r);
+	}
+}
+
+int64_t nl_genai_input_tokens(const struct nl_genai_result *r)
+{
+	if (r->prompt_tokens >= 0)
+		return r->prompt_tokens;
+	if (r->input_tokens < 0)
+		return -1;
+	return r->input_tokens + (r->cache_read > 0 ? r->cache_read : 0) + (r->cache_creation > 0 ? r->cache_creation : 0);
+}
+
+int64_t nl_genai_output_tokens(const struct nl_genai_result *r)
+{
+	return r->completion_tokens >= 0 ? r->completion_tokens : r->output_tokens;
+}

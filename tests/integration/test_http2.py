@@ -1,0 +1,119 @@
+# SPDX-License-Identifier: Apache-2.0
+"""HTTP/2 from the bytes with real programs (h2c, prior knowledge).
+
+- h2load (nghttp2) against nghttpd under the shim, ten clients with ten
+  streams each at once: the server counts exactly the requests h2load says
+  it made, per status; h2load's HPACK use exercises the dynamic table.
+- httpx with http2=True against hypercorn, both under the shim: counts per
+  (method, status) exact on both sides, as HTTP/2."""
+import collections
+import os
+import re
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import unittest
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import harness  # noqa: E402
+from otlp_sink import Sink, attrs  # noqa: E402
+from http_apps import httpcheck as hc  # noqa: E402
+
+APPS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "http_apps")
+CLIENT = """
+import httpx, sys
+port = int(sys.argv[1])
+with httpx.Client(http1=False, http2=True) as c:
+    for i in range(40):
+        assert c.get(f"http://127.0.0.1:{port}/items/{i}").status_code == 200
+    for i in range(7):
+        assert c.get(f"http://127.0.0.1:{port}/missing/{i}").status_code == 404
+    for i in range(5):
+        assert c.post(f"http://127.0.0.1:{port}/post", content=b"x" * 100).status_code == 200
+"""
+
+
+def wait_port(port):
+    for _ in range(300):
+        try:
+            socket.create_connection(("127.0.0.1", port), 0.1).close()
+            return
+        except OSError:
+            time.sleep(0.05)
+
+
+def counts(sink, name, service):
+    out = collections.Counter()
+    for res, _, p in sink.latest_by_instance(name):
+        if res.get("service.name") == service:
+            a = attrs(p)
+            out[(a.get(hc.VERSION), a.get(hc.METHOD), a.get(hc.STATUS))] += p.count
+    return dict(out)
+
+
+class H2loadNghttpd(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.sink = Sink()
+        harness.new_runtime_dir()
+        cls.dir = tempfile.mkdtemp(prefix="nl-h2-")
+        with open(os.path.join(cls.dir, "index.html"), "w") as f:
+            f.write("hello\n" * 100)
+        port = hc.free_port()
+        env = hc.shim_env(cls.sink.url, OTEL_SERVICE_NAME="nghttpd")
+        cls.server = subprocess.Popen(["nghttpd", "--no-tls", "-d", cls.dir, str(port)], env=env,
+                                      stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        wait_port(port)
+        urls = [f"http://127.0.0.1:{port}/index.html", f"http://127.0.0.1:{port}/missing"]
+        cls.load = harness.run(["h2load", "-n", "2000", "-c", "10", "-m", "10"] + urls, hc.plain_env(), timeout=50)
+        hc.wait_exports_after(cls.sink, time.monotonic())    # nghttpd ends on SIGTERM without an exit flush
+        cls.server.terminate()
+        cls.server.wait(15)
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.sink.close()
+
+    def test_server_counts(self):
+        out = self.load.stdout
+        m = re.search(r"status codes: (\d+) 2xx, \d+ 3xx, (\d+) 4xx", out)
+        self.assertIsNotNone(m, out)
+        self.assertIn("2000 done", out)
+        want = {("2", "GET", 200): int(m.group(1)), ("2", "GET", 404): int(m.group(2))}
+        self.assertEqual(sum(want.values()), 2000)
+        self.assertEqual(counts(self.sink, hc.SERVER_DURATION, "nghttpd"), want)
+
+
+class HttpxHypercorn(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.sink = Sink()
+        harness.new_runtime_dir()
+        port = hc.free_port()
+        env = hc.shim_env(cls.sink.url, OTEL_SERVICE_NAME="hypercorn")
+        cls.server = subprocess.Popen([harness.PYTHON, "-m", "hypercorn", "--bind", f"127.0.0.1:{port}",
+                                       "h2_asgi:app"], env=env, cwd=APPS, stdout=subprocess.DEVNULL,
+                                      stderr=subprocess.PIPE, text=True)
+        wait_port(port)
+        cls.client = harness.run([harness.PYTHON, "-c", CLIENT, str(port)],
+                                 hc.shim_env(cls.sink.url, OTEL_SERVICE_NAME="httpx"), timeout=50)
+        cls.server.terminate()
+        cls.server.wait(15)
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.sink.close()
+
+    def test_client_ran(self):
+        self.assertEqual(self.client.returncode, 0, self.client.stderr[-2000:])
+
+    def test_counts_both_sides(self):
+        want = {("2", "GET", 200): 40, ("2", "GET", 404): 7, ("2", "POST", 200): 5}
+        self.assertEqual(counts(self.sink, hc.SERVER_DURATION, "hypercorn"), want)
+        self.assertEqual(counts(self.sink, hc.CLIENT_DURATION, "httpx"), want)
+
+
+if __name__ == "__main__":
+    unittest.main()
