@@ -48,14 +48,22 @@ API int nemolens_pool_wait(const char *host, int port, double wait_ms, int outco
 	return 0;
 }
 
-API void nemolens_pool_acquire(const char *host, int port)
+API int nemolens_pool_destination(const char *host, int port)
 {
 	NL_KEEP_ERRNO;
 	if (!atomic_load_explicit(&nl_recording, memory_order_relaxed) || !host || port < -1 || port > 65535)
+		return -1;
+	return nl_dest_match_name(host, strnlen(host, 1024), port);
+}
+
+API void nemolens_pool_acquire(int destination)
+{
+	if (!atomic_load_explicit(&nl_recording, memory_order_relaxed) || destination < 0 ||
+	    destination >= NL_DEST_SLOTS)
 		return;
-	int dest = nl_dest_match_name(host, strnlen(host, 1024), port);
+	NL_KEEP_ERRNO;
 	kick();
-	nl_conn_pool_acquire(dest);
+	nl_conn_pool_acquire(destination);
 }
 
 API void nemolens_pool_adapter_active(void)

@@ -22,11 +22,22 @@
  * are not valid or nothing is recorded. */
 int nemolens_pool_wait(const char *host, int port, double wait_ms, int outcome, int constraint);
 
+/* The index of the destination of host and port, named as nemolens_pool_wait
+ * names it, or -1 when the arguments are not valid or nothing is recorded.
+ * The rules are fixed at load, so the adapter keeps the index of each host
+ * and port it has seen and pays for this once per destination, not per
+ * request. */
+int nemolens_pool_destination(const char *host, int port);
+
 /* One acquisition of a connection from a client's pool (a request that asks
  * the pool for a connection, whether it reuses one, opens one, waits or
- * fails), to host and port as nemolens_pool_wait takes them: one more in
- * gym.http.connection_pool.connect_total, as NeMo Gym counts it. */
-void nemolens_pool_acquire(const char *host, int port);
+ * fails) to a destination nemolens_pool_destination gave: one more in
+ * gym.http.connection_pool.connect_total, as NeMo Gym counts it. Called on
+ * every request of a pooled client, so it does no more than that; it never
+ * blocks but at the first record of a process, which starts its exporter
+ * and waits for nothing of the program's (the adapter calls it without
+ * releasing Python's lock). An index out of range is ignored. */
+void nemolens_pool_acquire(int destination);
 
 /* An adapter has hooked this process's pools: the socket layer's handshake
  * waits are no queue samples from now on, and connect_total counts the

@@ -207,7 +207,7 @@ class Httpx028(Httpx):
 
 
 class EntryPoint(unittest.TestCase):
-    """nemolens_pool_wait itself, called as the adapter calls it."""
+    """The entry points themselves, called as the adapter calls them."""
 
     def test_destinations_and_arguments(self):
         harness.new_runtime_dir()
@@ -225,15 +225,19 @@ class EntryPoint(unittest.TestCase):
                 "     f(b'192.168.7.7', 9, 4.0, 0, 1),\n"
                 "     f(b'x', 1, -1.0, 0, 0), f(b'x', 1, float('nan'), 0, 0), f(b'x', 1, 1.0, 2, 0),\n"
                 "     f(b'x', 1, 1.0, 0, 3), f(None, 1, 1.0, 0, 0), f(b'x', 70000, 1.0, 0, 0)]\n"
+                "d = ctypes.CDLL(None).nemolens_pool_destination\n"
+                "d.argtypes = (ctypes.c_char_p, ctypes.c_int)\n"
                 "a = ctypes.CDLL(None).nemolens_pool_acquire\n"
-                "a.argtypes = (ctypes.c_char_p, ctypes.c_int)\n"
-                "for h, p in ((b'api.example', 8000), (b'API.example', 8000), (b'10.1.2.3', 80), (b'x', 1),\n"
-                "             (None, 1), (b'x', 70000), (b'x', -2)):\n"
-                "    a(h, p)\n"
-                "print(r)\n")
+                "a.argtypes = (ctypes.c_int,)\n"
+                "i = [d(h, p) for h, p in ((b'api.example', 8000), (b'API.example', 8000), (b'10.1.2.3', 80),\n"
+                "                          (b'x', 1), (None, 1), (b'x', 70000), (b'x', -2))]\n"
+                "for x in i + [-1, 258, 1 << 20]:\n"
+                "    a(x)\n"
+                "print(r)\n"
+                "print(i[4:])\n")
             p = harness.run([harness.PYTHON, "-c", code], env)
             self.assertEqual(p.returncode, 0, p.stderr)
-            self.assertEqual(p.stdout.strip(), str([0] * 5 + [-1] * 6))
+            self.assertEqual(p.stdout.split("\n")[:2], [str([0] * 5 + [-1] * 6), str([-1] * 3)])
             got = queue_points(sink)
             self.assertEqual(got, {
                 ("byname", "ok", "total"): (1, 5.0),

@@ -39,15 +39,20 @@ def lib():
 
         so = ctypes.CDLL(None)
         try:
-            acquire = so.nemolens_pool_acquire
+            destination = so.nemolens_pool_destination
             wait = so.nemolens_pool_wait
             active = so.nemolens_pool_adapter_active
             enabled = so.nemolens_enabled
             log_line = so.nemolens_adapter_log
+            # Called on every request: without releasing Python's lock (it
+            # never waits for the program, adapter.h) and without argument
+            # types (an int goes as a C int): a third of the call's cost.
+            acquire = ctypes.PyDLL(None).nemolens_pool_acquire
         except AttributeError:
             _lib = False
             return None
-        acquire.argtypes = (ctypes.c_char_p, ctypes.c_int)
+        destination.argtypes = (ctypes.c_char_p, ctypes.c_int)
+        destination.restype = ctypes.c_int
         acquire.restype = None
         wait.argtypes = (ctypes.c_char_p, ctypes.c_int, ctypes.c_double, ctypes.c_int, ctypes.c_int)
         wait.restype = ctypes.c_int
@@ -57,6 +62,8 @@ def lib():
         enabled.restype = ctypes.c_bool
         log_line.argtypes = (ctypes.c_char_p, ctypes.c_char_p)
         log_line.restype = None
+        global acquire_at
+        acquire_at = acquire
         _lib = so if enabled() else False
     return _lib or None
 
@@ -94,6 +101,32 @@ def host_bytes(host):
             _hosts.clear()
         _hosts[host] = b
     return b
+
+
+acquire_at = None   # nemolens_pool_acquire, once lib() has found it
+
+
+class Destinations(dict):
+    """The shim's destination index of each origin a client's requests go
+    to, keyed by what a request carries already (a tuple of its URL's
+    fields), so that a request pays one lookup and no parsing: the
+    destination rules are fixed at load. A key seen for the first time is
+    turned into a host and port by origin(key) and asked of the shim once.
+    Bounded: a client that talks to more origins than that starts over."""
+    __slots__ = ("origin",)
+
+    def __init__(self, origin):
+        dict.__init__(self)
+        self.origin = origin
+
+    def __missing__(self, key):
+        host, port = self.origin(key)
+        d = lib().nemolens_pool_destination(host_bytes(host), -1 if port is None else port)
+        if d >= 0:
+            if len(self) >= 256:
+                self.clear()
+            self[key] = d
+        return d
 
 
 def as_coroutine_function(f):

@@ -5,8 +5,8 @@ One acquisition is one call of BaseConnector.connect, whether it reuses a
 keep-alive connection, opens one, waits, times out or is retried: each
 redirect hop, reconnect and retry of the program is one more. The adapter
 replaces connect by a plain function that counts the acquisition and hands
-back the original coroutine, so a request pays one call of the shim's and
-no coroutine of the adapter's.
+back the original coroutine, so a request pays one lookup of its origin,
+one call of the shim's and no coroutine of the adapter's.
 
 Waits are timed only on the path a request takes when no slot is free:
   - aiohttp 3.10 and later wait in _wait_for_available_connection; the
@@ -28,12 +28,16 @@ left. The program's own trace configurations are left as they are.
 """
 import collections
 import functools
+import inspect
+import operator
 import time
+import urllib.parse
 
 import nemolens_adapter as _a
 
 _on = True
 _monotonic = time.monotonic
+_DEFAULT_PORTS = {"http": 80, "https": 443, "ws": 80, "wss": 443}
 
 
 def _off(where, e):
@@ -69,15 +73,60 @@ def _record(key, t0, outcome, constraint):
         _off("record", e)
 
 
+class _Origins(dict):
+    """The adapter's destinations of one client, by a request URL's scheme,
+    then by its netloc (two lookups of strings the URL holds already: a
+    tuple of the two would cost a request twice as much)."""
+    __slots__ = ()
+
+    def __missing__(self, scheme):
+        default = _DEFAULT_PORTS.get(scheme)
+
+        def origin(netloc):
+            u = urllib.parse.urlsplit("//" + netloc)   # parsed as yarl parses it
+            return u.hostname, default if u.port is None else u.port
+
+        self[scheme] = d = _a.Destinations(origin)
+        return d
+
+
+def _url_fields():
+    """How the scheme and netloc of a request's yarl URL are read: as they
+    are stored (yarl 1.13 and later keep them in slots of their own, older
+    ones in a split result), by one C call each and parsed by nobody; by
+    its public properties on a yarl the adapter does not know."""
+    from yarl import URL
+
+    slots = getattr(URL, "__slots__", ())
+    if "_scheme" in slots and "_netloc" in slots:
+        return operator.attrgetter("_scheme"), operator.attrgetter("_netloc")
+    if "_val" in slots:
+        return operator.attrgetter("_val.scheme"), operator.attrgetter("_val.netloc")
+    return operator.attrgetter("scheme"), operator.attrgetter("raw_authority")
+
+
+_CONNECT = ["self", "req", "traces", "timeout"]
+
+
 def _wrap_connect(original, acquire):
-    def connect(self, req, *args, **kwargs):
+    """connect(self, req, traces, timeout), aiohttp's signature from 3.8 on,
+    written out: a wrapper taking *args would cost a request more than all
+    it does."""
+    params = inspect.signature(original).parameters.values()
+    if [p.name for p in params] != _CONNECT or any(
+            p.kind is not p.POSITIONAL_OR_KEYWORD or p.default is not p.empty for p in params):
+        raise RuntimeError("BaseConnector.connect%s" % inspect.signature(original))
+    scheme_of, netloc_of = _url_fields()
+    dests = _Origins()
+
+    def connect(self, req, traces, timeout):
         if _on:
             try:
-                port = req.port
-                acquire(_a.host_bytes(req.host), -1 if port is None else port)
+                url = req.url
+                acquire(dests[scheme_of(url)][netloc_of(url)])
             except Exception as e:
                 _off("connect", e)
-        return original(self, req, *args, **kwargs)
+        return original(self, req, traces, timeout)
 
     functools.update_wrapper(connect, original)
     connect._nemolens = True
@@ -177,11 +226,12 @@ def patch():
     for attr in ("__init__", "connect", "_available_connections"):
         if not callable(getattr(base, attr, None)):
             raise RuntimeError("aiohttp %s has no BaseConnector.%s" % (aiohttp.__version__, attr))
-    acquire = _a.lib().nemolens_pool_acquire
+    _a.lib()
+    connect = _wrap_connect(base.connect, _a.acquire_at)   # may refuse: before any patch
     wait = base.__dict__.get("_wait_for_available_connection")
     if wait is not None:
         base._wait_for_available_connection = _wrap_wait(wait)
     else:
         base.__init__ = _wrap_init(base.__init__)
-    base.connect = _wrap_connect(base.connect, acquire)
+    base.connect = connect
     return True

@@ -22,6 +22,7 @@ that ends by an exception (PoolTimeout, cancellation) is `abandoned`. The
 only limit of such a pool is max_connections: the constraint is `total`.
 """
 import functools
+import operator
 import sys
 import time
 
@@ -110,21 +111,34 @@ def _wrap_wait(original):
     return wait_for_connection
 
 
-def _count(acquire, request):
-    try:
-        url = request.url
-        acquire(_a.host_bytes(url.host), _port(url))
-    except Exception as e:
-        _off("request", e)
+_origin = operator.attrgetter("scheme", "host", "port")   # of an httpcore.URL: plain attributes
 
 
-def _wrap_handle(original, acquire):
+def _host_port(key):
+    scheme, host, port = key
+    return host, _DEFAULT_PORTS.get(scheme, -1) if port is None else port
+
+
+def _counter(acquire):
+    """One acquisition of a request: its destination looked up by its URL's
+    origin (asked of the shim once per origin), one call of the shim's."""
+    dests = _a.Destinations(_host_port)
+
+    def count(request):
+        try:
+            acquire(dests[_origin(request.url)])
+        except Exception as e:
+            _off("request", e)
+    return count
+
+
+def _wrap_handle(original, count):
     """The pool's request handler: one acquisition per call, and the
     sample of one that waited once it is over."""
     if _coroutine(original):
         async def handle(self, request, *args, **kwargs):
             if _on:
-                _count(acquire, request)
+                count(request)
             try:
                 return await original(self, request, *args, **kwargs)
             finally:
@@ -133,7 +147,7 @@ def _wrap_handle(original, acquire):
     else:
         def handle(self, request, *args, **kwargs):
             if _on:
-                _count(acquire, request)
+                count(request)
             try:
                 return original(self, request, *args, **kwargs)
             finally:
@@ -169,13 +183,14 @@ def patch():
     for cls, attr, f in waits + pools:
         if getattr(f, "_nemolens", False):
             return True   # armed already (the package was reloaded)
-    acquire = _a.lib().nemolens_pool_acquire
+    _a.lib()
+    count = _counter(_a.acquire_at)
     # Every part first, then the patches: none or all of them.
     wrapped = []
     for cls, attr, f in waits:
         wrapped.append((cls, attr, _wrap_wait(f)))
     for cls, attr, f in pools:
-        wrapped.append((cls, attr, _wrap_handle(f, acquire)))
+        wrapped.append((cls, attr, _wrap_handle(f, count)))
     for cls, attr, f in wrapped:
         setattr(cls, attr, f)
     return True
