@@ -2,12 +2,13 @@
 """The Python adapter's cost (scripts/bench section 9): every process runs
 under the shim; A has NEMOLENS_PYTHON=off, B the adapter. Runs alternate
 A B A B so drift cancels within a pair. Writes "A <value>" / "B <value>"
-lines for stats.py into OUT_DIR/{start,aiohttp,queued}.
+lines for stats.py into OUT_DIR/{start,aiohttp,httpx,queued}.
 
   python_adapter.py SO OUT_DIR PAIRS QUEUED_REQUESTS
 
   start    CPU ms (user+system) of `python3 -c pass`
   aiohttp  CPU ms of `python3 -c "import aiohttp"`
+  httpx    CPU ms of `python3 -c "import httpx"`
 (CPU time rather than wall time: on a shared machine the wall time of a
 15 ms program is mostly the scheduler's; a start-up that waits for nothing
 takes its CPU time in wall time on an idle one.)
@@ -92,9 +93,10 @@ def series(name, measure):
 # Warm the page cache and the bytecode caches first (not for one pair: the
 # smoke run only shows that every row can be measured).
 for on in (False, True) if PAIRS > 1 else ():
-    wall_ms([PY, "-c", "import aiohttp"], on)
+    wall_ms([PY, "-c", "import aiohttp, httpx"], on)
 series("start", lambda on: child_cpu_us([PY, "-c", "pass"], on) / 1000.0)
 series("aiohttp", lambda on: child_cpu_us([PY, "-c", "import aiohttp"], on) / 1000.0)
+series("httpx", lambda on: child_cpu_us([PY, "-c", "import httpx"], on) / 1000.0)
 
 server = subprocess.Popen([PY, "-c", SERVER], stdout=subprocess.PIPE, text=True,
                           env={k: v for k, v in os.environ.items() if k != "LD_PRELOAD"})
