@@ -17,7 +17,9 @@ makes every request use a new connection. `--extra name=url,count` adds
 shim exports once more while it lives: a series first recorded in the last
 export interval then has two samples, which rate() needs.
 Prints one JSON line: {"ok": {name: n}, "failed": {name: {error: n}},
-"pool": {"host:port ok|abandoned": [waits, total ms]}}: "pool" is what
+"requests": {"host:port": n}, "pool": {"host:port ok|abandoned": [waits, total ms]}}:
+"requests" are the requests made per destination, each one acquisition of a
+connection from the pool (the truth next to the shim's connect_total); "pool" is what
 aiohttp's own trace signals saw of the acquisitions that waited for a slot
 of the pool (queued_start to queued_end; a request that fails while queued
 abandoned its wait), the truth next to the shim's queue_duration_ms.
@@ -54,6 +56,7 @@ async def run(args):
     timeout = aiohttp.ClientTimeout(total=30, sock_connect=args.connect_timeout)
 
     pool = {}
+    requests = {}
 
     def pool_wait(url, outcome, t0):
         u = urllib.parse.urlsplit(url)
@@ -74,6 +77,8 @@ async def run(args):
 
     async def one(session, name, url, close):
         async with sem:
+            u = urllib.parse.urlsplit(url)
+            requests[f"{u.hostname}:{u.port}"] = requests.get(f"{u.hostname}:{u.port}", 0) + 1
             headers = {"Connection": "close"} if close else None
             ctx = {"url": url}
             try:
@@ -106,7 +111,7 @@ async def run(args):
             jobs += [one(session, name, url, False) for _ in range(count)]
         rng.shuffle(jobs)
         await asyncio.gather(*jobs)
-    return {"ok": ok, "failed": failed, "pool": pool}
+    return {"ok": ok, "failed": failed, "requests": requests, "pool": pool}
 
 
 def main():

@@ -5,8 +5,10 @@
       --dests policy,judge,ghost,slow [--timeout 30]
 
 `--accepted` is the server's own count of accepted connections per destination
-(ground truth, shown next to the shim's counts); the report first waits (bounded)
-until VictoriaMetrics shows at least that many connects for those destinations.
+(ground truth, shown next to the shim's count of connections opened), `--client`
+the client's own result (its requests per destination are the truth next to
+connect_total); the report first waits (bounded) until VictoriaMetrics shows at
+least that many for those destinations.
 """
 import argparse
 import json
@@ -18,6 +20,7 @@ import urllib.parse
 import urllib.request
 
 CONNECT = "gym.http.connection_pool.connect_total"
+OPENED = "nemolens.connection.opened"
 QUEUE = "gym.http.connection_pool.queue_duration_ms"
 DEST = "nemo.gym.http.destination.server.name"
 OUTCOME = "nemo.gym.http.connection_pool.queue_outcome"
@@ -88,15 +91,26 @@ def main():
     accepted = json.loads(args.accepted)
     expected = dict(json.loads(args.expected), **accepted)
 
-    # The client's connections; the servers' own are shown after the table.
+    # The client's acquisitions and connections; the servers' own are shown
+    # after the table. The client's adapter counts connect_total as NeMo Gym
+    # does, one per request; its connect() calls are nemolens.connection.opened.
+    client_result = json.load(open(args.client)) if args.client else {}
+    dest_of = dict(d.split("=", 1)[::-1] for d in args.pool_dests.split(",")) if args.pool_dests else {}
+    requests = {}
+    for hostport, n in client_result.get("requests", {}).items():
+        d = dest_of.get(hostport, "external")
+        requests[d] = requests.get(d, 0) + n
     client = 'service.name="demo-client"'
     q_connect = f'sum by ({DEST}) ({{__name__="{CONNECT}", {client}}})'
+    q_opened = f'sum by ({DEST}) ({{__name__="{OPENED}", {client}}})'
     deadline = time.monotonic() + args.timeout
     t0 = time.monotonic()
     while True:
         vm.flush()
         connects = vm.by(q_connect, DEST)
-        if all(connects.get(d, 0) >= n for d, n in expected.items()) or time.monotonic() > deadline:
+        opened = vm.by(q_opened, DEST)
+        if (all(connects.get(d, 0) >= n for d, n in requests.items()) and
+                all(opened.get(d, 0) >= n for d, n in expected.items())) or time.monotonic() > deadline:
             break
         time.sleep(0.25)
     waited = time.monotonic() - t0
@@ -111,36 +125,42 @@ def main():
     names = [n for n in names if n.startswith("gym.")]
     services = vm.by(f'count by (service.name) ({{__name__="{CONNECT}"}})', "service.name")
 
-    others = sorted(set(connects) - set(dests))
+    def match(got, truth):
+        return "" if truth is None or got is None else ("ok" if int(got) == int(truth) else "MISMATCH")
+
+    others = sorted((set(connects) | set(opened)) - set(dests))
     rows = []
     for d in dests + others:
-        c = connects.get(d)
+        c, o = connects.get(d), opened.get(d)
         truth = accepted.get(d, expected.get(d))
-        match = "" if truth is None or c is None else ("ok" if int(c) == int(truth) else "MISMATCH")
         n = wcount.get(d)
         mean = wsum[d] / n if n else None
-        rows.append([d, fmt_n(c), fmt_n(truth), match, fmt_n(queued.get((d, "ok"))),
-                     fmt_n(queued.get((d, "abandoned"))), fmt_ms(p50.get(d)), fmt_ms(p99.get(d)), fmt_ms(mean)])
+        share = f"{n / c:.2f}" if n and c else "-"
+        rows.append([d, fmt_n(c), fmt_n(requests.get(d)), match(c, requests.get(d)), fmt_n(o), fmt_n(truth),
+                     match(o, truth), fmt_n(queued.get((d, "ok"))), fmt_n(queued.get((d, "abandoned"))), share,
+                     fmt_ms(p50.get(d)), fmt_ms(p99.get(d)), fmt_ms(mean)])
     print(f"VictoriaMetrics series ({waited:.1f} s until ingested): {', '.join(sorted(names))}")
     print(f"  labels: {DEST}, {OUTCOME}, le; resource: service.name={','.join(sorted(services))}, "
           "service.instance.id, process.pid, ...")
     print()
-    print(table(["destination", "connects", "truth", "", "queued ok", "abandoned", "wait p50 ms", "p99 ms",
-                 "mean ms"], rows, "<>><>>>>>"))
+    print(table(["destination", "connect_total", "requests", "", "opened", "truth", "", "queued ok", "abandoned",
+                 "share", "wait p50 ms", "p99 ms", "mean ms"], rows, "<>><>><>>>>>>"))
     print()
-    print("  connects = shim's connect_total; truth = connections the server accepted (policy, judge)")
-    print("  or the client's attempts (ghost, slow); queued = acquisitions that waited (queue_duration_ms);")
+    print("  connect_total = pool acquisitions the shim counted (one per request, as NeMo Gym counts them);")
+    print("  requests = the client's own count; opened = the client's connect() calls the shim counted")
+    print("  (nemolens.connection.opened); truth = connections the server accepted (policy, judge) or the")
+    print("  client's attempts (ghost, slow); queued = acquisitions that waited (queue_duration_ms);")
+    print("  share = queued / connect_total (the dashboard's 'Share of acquisitions that queued', at most 1);")
     print("  p50/p99 = histogram_quantile over the _bucket series (linear within a bucket)")
     if servers:
         print("  the servers' own connections: " + ", ".join(f"{d} {fmt_n(n)}" for d, n in sorted(servers.items())) +
               " (server.py fills the slow listener's accept queue by connecting to it itself;")
         print("  the server has no destination rules, so those count as external)")
-    bad = [r for r in rows if r[3] == "MISMATCH"]
+    bad = [r for r in rows if "MISMATCH" in (r[3], r[6])]
     if args.client:
-        client = json.load(open(args.client))
         if args.pool_dests:
-            bad += pool_report(vm, client, dict(d.split("=", 1)[::-1] for d in args.pool_dests.split(",")))
-        bad += http_report(vm, client, args.timeout)
+            bad += pool_report(vm, client_result, dest_of)
+        bad += http_report(vm, client_result, args.timeout)
     if bad:
         sys.exit(2)
 

@@ -120,8 +120,34 @@ class Dashboard(unittest.TestCase):
         rate = self.vm.query(by_title["Verify success rate"]["queries"][0])
         got = {r["metric"].get("service"): float(r["value"][1]) for r in rate}
         self.assertAlmostEqual(got["demo-servers"], ok / total, places=6)
-        dests = {r["metric"]["dest"] for r in self.vm.query(by_title["Connection attempts per destination"]["queries"][0])}
+        conns = by_title["Acquisitions and connections opened per destination"]["queries"]
+        dests = {r["metric"]["dest"] for r in self.vm.query(conns[0])}
         self.assertLessEqual({"policy", "judge", "ghost", "slow"}, dests)
+        opened = {r["metric"]["dest"] for r in self.vm.query(conns[1])}
+        self.assertLessEqual({"policy", "judge"}, opened)
+
+    def test_acquisitions_and_the_share_that_queued(self):
+        """The client is aiohttp under the adapter: connect_total is one per
+        request it made, as NeMo Gym counts it, more than the connections it
+        opened (keep-alive), and queued acquisitions over connect_total, the
+        dashboard's share, is at most 1 for every destination."""
+        client = self.workload.client_result
+        total = self.vm.query('sum({__name__="gym.http.connection_pool.connect_total", "service.name"="demo-client"})')
+        self.assertEqual(int(float(total[0]["value"][1])), sum(client["requests"].values()))
+        opened = self.vm.query('sum({__name__="nemolens.connection.opened", "service.name"="demo-client"})')
+        self.assertLess(int(float(opened[0]["value"][1])), sum(client["requests"].values()))
+        # The panel's formula over the whole run: its rates over a short run
+        # skew (an acquisition is counted when it begins, its wait when it
+        # ends, maybe one export later); its totals cannot.
+        by_title = {p["title"]: p for p in dashboard.panels()}
+        formula = re.sub(r"rate\((\{[^}]*\})\[[^]]*\]\)", r"\1",
+                         by_title["Share of acquisitions that queued"]["queries"][0])
+        self.assertNotIn("rate(", formula)
+        share = {r["metric"]["dest"]: float(r["value"][1]) for r in self.vm.query(formula)}
+        self.assertLessEqual({"policy", "judge"}, set(share))
+        for dest, v in share.items():
+            self.assertLessEqual(v, 1.0, dest)
+        self.assertGreater(share["policy"] + share["judge"], 0)
 
 
 if __name__ == "__main__":
