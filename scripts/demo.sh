@@ -107,7 +107,7 @@ step servers "policy :$P_POLICY, judge :$P_JUDGE (uvicorn/FastAPI under the shim
 step "" "ghost :$P_GHOST (refused), slow :$P_SLOW (accept queue full)"
 
 # 4. the workload, under the shim
-step workload "$REQUESTS requests round-robin (GET /v1/work on both, POST /run, POST /verify), aiohttp pool limit $LIMIT,"
+step workload "$REQUESTS requests round-robin (GET /v1/work on both, POST /run, POST /verify, POST /v1/chat/completions), aiohttp pool limit $LIMIT,"
 step "" "${CLOSE_RATIO} of them 'Connection: close';"
 step "" "+ $GHOST to ghost, + $SLOW to slow (connect timeout ${CONNECT_TIMEOUT} s); export every 1000 ms"
 # Kept for the panels page: two more exports give every series the two
@@ -125,6 +125,7 @@ env LD_PRELOAD="$SO" \
 	--target "policy=http://127.0.0.1:$P_POLICY/v1/work" \
 	--target "judge=http://127.0.0.1:$P_JUDGE/v1/work" \
 	--target "agent=http://127.0.0.1:$P_POLICY/run" --post agent \
+	--target "model=http://127.0.0.1:$P_POLICY/v1/chat/completions" --chat model \
 	--target "resources=http://127.0.0.1:$P_JUDGE/verify" --post resources \
 	--requests "$REQUESTS" --limit "$LIMIT" --close-ratio "$CLOSE_RATIO" \
 	--extra "ghost=http://127.0.0.1:$P_GHOST/,$GHOST" --extra "slow=http://127.0.0.1:$P_SLOW/,$SLOW" \

@@ -12,12 +12,18 @@ share of them asks the server to close the connection afterwards
 (`Connection: close`), so the pool must open new connections; `--force-close`
 makes every request use a new connection. `--extra name=url,count` adds
 `count` requests expected to fail (refused, or timing out on connect);
-`--post name` sends that target's requests as POST with a JSON body.
+`--post name` sends that target's requests as POST with a JSON body;
+`--chat name` sends it OpenAI chat completion requests (two models, half of
+them streamed with their usage asked for) and reads the answers as an
+OpenAI client does.
 `--linger S` keeps the process alive S seconds after the workload, so the
 shim exports once more while it lives: a series first recorded in the last
 export interval then has two samples, which rate() needs.
 Prints one JSON line: {"ok": {name: n}, "failed": {name: {error: n}},
-"requests": {"host:port": n}, "pool": {"host:port ok|abandoned": [waits, total ms]}}:
+"requests": {"host:port": n}, "pool": {"host:port ok|abandoned": [waits, total ms]},
+"models": {model: {"calls", "streams", "input", "output", "ttfc_ms"}}}: "models" is
+what the client read of its model calls (usage; time from the request's body
+sent to the first content-bearing chunk of a stream, summed);
 "requests" are the requests made per destination, each one acquisition of a
 connection from the pool (the truth next to the shim's connect_total); "pool" is what
 aiohttp's own trace signals saw of the acquisitions that waited for a slot
@@ -34,6 +40,20 @@ import time
 import urllib.parse
 
 import aiohttp
+
+
+MODELS = ("policy-8b", "policy-70b")
+
+
+def chat_body(rng):
+    """A chat completion request of an RL rollout: one of two models, a
+    prompt of a few dozen words, every other call a stream that asks for
+    its usage."""
+    body = {"model": rng.choice(MODELS), "max_tokens": rng.randint(4, 24),
+            "messages": [{"role": "user", "content": " ".join(["word"] * rng.randint(5, 40))}]}
+    if rng.random() < 0.5:
+        body.update(stream=True, stream_options={"include_usage": True})
+    return body
 
 
 def parse_target(s):
@@ -71,9 +91,40 @@ async def run(args):
         r = ctx.trace_request_ctx
         pool_wait(r["url"], "ok", r.pop("t0"))
 
+    async def body_sent(session, ctx, params):
+        ctx.trace_request_ctx.setdefault("sent", time.monotonic())
+
     trace = aiohttp.TraceConfig()
     trace.on_connection_queued_start.append(queued_start)
     trace.on_connection_queued_end.append(queued_end)
+    trace.on_request_chunk_sent.append(body_sent)
+
+    chats = set(getattr(args, "chat", None) or ())
+    models = {}
+
+    async def chat_answer(resp, body, ctx):
+        """Reads a model's answer as an OpenAI client does; notes its usage
+        and, for a stream, the time to its first content-bearing chunk."""
+        usage, first = None, None
+        if body.get("stream"):
+            async for line in resp.content:
+                if not line.startswith(b"data: ") or line.strip() == b"data: [DONE]":
+                    continue
+                event = json.loads(line[6:])
+                if first is None and any(c.get("delta", {}).get("content") for c in event.get("choices", [])):
+                    first = time.monotonic()
+                usage = event.get("usage") or usage
+        else:
+            usage = (await resp.json()).get("usage")
+        if resp.status != 200 or not usage:
+            return
+        m = models.setdefault(body["model"], {"calls": 0, "streams": 0, "input": 0, "output": 0, "ttfc_ms": 0.0})
+        m["calls"] += 1
+        m["input"] += usage["prompt_tokens"]
+        m["output"] += usage["completion_tokens"]
+        if first is not None:
+            m["streams"] += 1
+            m["ttfc_ms"] += (first - ctx["sent"]) * 1000.0
 
     async def one(session, name, url, close):
         async with sem:
@@ -82,10 +133,13 @@ async def run(args):
             headers = {"Connection": "close"} if close else None
             ctx = {"url": url}
             try:
-                method = "POST" if name in posts else "GET"
-                async with session.request(method, url, headers=headers, json={} if method == "POST" else None,
-                                           trace_request_ctx=ctx) as resp:
-                    await resp.read()
+                method = "POST" if name in posts or name in chats else "GET"
+                body = chat_body(rng) if name in chats else {} if method == "POST" else None
+                async with session.request(method, url, headers=headers, json=body, trace_request_ctx=ctx) as resp:
+                    if name in chats:
+                        await chat_answer(resp, body, ctx)
+                    else:
+                        await resp.read()
                     if resp.status == 200:
                         ok[name] = ok.get(name, 0) + 1
                     else:
@@ -111,7 +165,7 @@ async def run(args):
             jobs += [one(session, name, url, False) for _ in range(count)]
         rng.shuffle(jobs)
         await asyncio.gather(*jobs)
-    return {"ok": ok, "failed": failed, "requests": requests, "pool": pool}
+    return {"ok": ok, "failed": failed, "requests": requests, "pool": pool, "models": models}
 
 
 def main():
@@ -119,6 +173,7 @@ def main():
     ap.add_argument("--target", action="append", default=[])
     ap.add_argument("--extra", action="append", default=[])
     ap.add_argument("--post", action="append", default=[], help="names of targets sent as POST with a JSON body")
+    ap.add_argument("--chat", action="append", default=[], help="names of targets sent chat completion requests")
     ap.add_argument("--requests", type=int, default=200)
     ap.add_argument("--limit", type=int, default=4)
     ap.add_argument("--concurrency", type=int, default=32)

@@ -28,6 +28,10 @@ CONSTRAINT = "nemo.gym.http.connection_pool.queue_constraint"
 SERVER = "http.server.request.duration"
 CLIENT = "http.client.request.duration"
 ROUTE, METHOD, STATUS = "http.route", "http.request.method", "http.response.status_code"
+OPERATION, TTFC = "gen_ai.client.operation.duration", "gen_ai.client.operation.time_to_first_chunk"
+TOKENS, TTFT = "gen_ai.client.token.usage", "gen_ai.server.time_to_first_token"
+MODEL, TOKEN_TYPE = "gen_ai.request.model", "gen_ai.token.type"
+GYM_TOKENS, GYM_TOKEN_TYPE = "gym.model_call.tokens", "nemo.gym.model_call.token.type"
 ROLLOUT, VERIFY, SUCCESS = "gym.rollout.duration_ms", "gym.verify.duration_ms", "gym.verify.success_rate"
 
 
@@ -161,6 +165,7 @@ def main():
         if args.pool_dests:
             bad += pool_report(vm, client_result, dest_of)
         bad += http_report(vm, client_result, args.timeout)
+        bad += model_report(vm, client_result, args.timeout)
     if bad:
         sys.exit(2)
 
@@ -206,7 +211,7 @@ def http_report(vm, client, timeout):
     """Requests per route on the servers, against what the client saw."""
     # client target name -> (route, method) it was sent to
     targets = {"policy": ("/v1/work", "GET"), "judge": ("/v1/work", "GET"), "agent": ("/run", "POST"),
-               "resources": ("/verify", "POST")}
+               "resources": ("/verify", "POST"), "model": ("/v1/chat/completions", "POST")}
     truth = {}
     for name, (route, method) in targets.items():
         n_ok = client["ok"].get(name, 0)
@@ -266,6 +271,70 @@ def http_report(vm, client, timeout):
         print(f"  (the client saw {ok} of {total} verifications succeed: {ok / total:.3f})")
     return bad
 
+
+
+def model_report(vm, client, timeout):
+    """Model calls read from the bytes (gen_ai.*, gym.model_call.*) on both
+    sides, against what the client read of each answer: calls and tokens
+    exact, time to first chunk next to the client's own."""
+    truth = client.get("models", {})
+    if not truth:
+        return []
+    csel, ssel = 'service.name="demo-client"', 'service.name="demo-servers"'
+
+    def per_model(name, sel, *labels):
+        return vm.by(f'sum by ({", ".join(labels)}) ({{__name__="{name}", {sel}}})', *labels)
+
+    deadline = time.monotonic() + timeout
+    while True:
+        vm.flush()
+        calls = per_model(f"{OPERATION}_count", csel, MODEL)
+        if all(calls.get(m, 0) >= t["calls"] for m, t in truth.items()) or time.monotonic() > deadline:
+            break
+        time.sleep(0.25)
+    tokens = {side: per_model(f"{TOKENS}_sum", sel, MODEL, TOKEN_TYPE) for side, sel in (("client", csel),
+                                                                                          ("server", ssel))}
+    ttfc = per_model(f"{TTFC}_sum", csel, MODEL)
+    ttfc_n = per_model(f"{TTFC}_count", csel, MODEL)
+    ttft = per_model(f"{TTFT}_sum", ssel, MODEL)
+    ttft_n = per_model(f"{TTFT}_count", ssel, MODEL)
+    gym = vm.by(f'sum by ({GYM_TOKEN_TYPE}) ({{__name__="{GYM_TOKENS}_sum", {ssel}}})', GYM_TOKEN_TYPE)
+    rows, bad = [], []
+
+    def check(got, want, what):
+        if got is None or int(got) != want:
+            bad.append(what)
+            return "MISMATCH"
+        return "ok"
+
+    def mean_ms(total, n):
+        return fmt_ms(total / n * 1000.0) if total is not None and n else "-"
+
+    for m, t in sorted(truth.items()):
+        c_in, c_out = tokens["client"].get((m, "input")), tokens["client"].get((m, "output"))
+        s_in, s_out = tokens["server"].get((m, "input")), tokens["server"].get((m, "output"))
+        verdict = [check(calls.get(m), t["calls"], (m, "calls")), check(c_in, t["input"], (m, "client input")),
+                   check(c_out, t["output"], (m, "client output")), check(s_in, t["input"], (m, "server input")),
+                   check(s_out, t["output"], (m, "server output"))]
+        rows.append([m, fmt_n(calls.get(m)), fmt_n(t["calls"]), f"{fmt_n(c_in)}/{fmt_n(c_out)}",
+                     f"{fmt_n(s_in)}/{fmt_n(s_out)}", f"{t['input']}/{t['output']}",
+                     "ok" if all(v == "ok" for v in verdict) else "MISMATCH",
+                     mean_ms(ttfc.get(m), ttfc_n.get(m)), fmt_ms(t["ttfc_ms"] / t["streams"]) if t["streams"] else "-",
+                     mean_ms(ttft.get(m), ttft_n.get(m))])
+    print()
+    print("Model calls read from the bytes (gen_ai.*, both sides; the client's aiohttp, the servers' uvicorn):")
+    print()
+    print(table(["model", "calls", "client saw", "tokens in/out client", "server", "client saw", "",
+                 "TTFC ms", "client saw", "server TTFT ms"], rows, "<>>>>><>>>"))
+    print()
+    print("  tokens = gen_ai.client.token.usage sums per gen_ai.token.type, recorded by the client's and the")
+    print("  servers' shims; client saw = the usage in the answers it read; TTFC = mean")
+    print("  gen_ai.client.operation.time_to_first_chunk of the streams, next to the client's own (request body")
+    print("  sent to first content chunk); server TTFT = gen_ai.server.time_to_first_token")
+    if gym:
+        print("  NeMo Gym's gym.model_call.tokens on the servers: " +
+              ", ".join(f"{k} {fmt_n(v)}" for k, v in sorted(gym.items())))
+    return bad
 
 if __name__ == "__main__":
     try:

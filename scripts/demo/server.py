@@ -10,6 +10,13 @@ Run:  /usr/bin/python3 server.py --ports 2 [--latency-ms 1,15] [--full] [--refus
 Once serving, it prints one JSON line to stdout:
   {"ports": [p1, p2], "admin": pa, "full": pf|null, "refused": pr|null}
 It stops on SIGTERM/SIGINT.
+
+Every port also answers POST /v1/chat/completions the way vLLM's
+OpenAI-compatible server does (a stand-in: no model behind it): `usage`
+before a long `prompt_token_ids`, streams of `chat.completion.chunk` events
+after a first-token delay, with the usage chunk when the request asks for
+it (`stream_options.include_usage`). Input tokens are the words of the
+messages, output tokens `max_tokens`.
 """
 import argparse
 import asyncio
@@ -23,8 +30,8 @@ import sys
 import threading
 
 import uvicorn
-from fastapi import FastAPI
-from fastapi.responses import JSONResponse
+from fastapi import FastAPI, Request
+from fastapi.responses import JSONResponse, Response, StreamingResponse
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
 from listeners import FullListener, refused_port
@@ -70,6 +77,37 @@ def make_app(latency):
         if random.random() < 0.25:
             return JSONResponse({"error": "verifier raised"}, status_code=500)
         return {"reward": 1.0}
+
+    @app.post("/v1/chat/completions")
+    async def chat(request: Request):
+        body = await request.json()
+        model, n_out = body["model"], int(body.get("max_tokens", 8))
+        n_in = sum(len(str(m.get("content", "")).split()) for m in body.get("messages", []))
+        usage = {"prompt_tokens": n_in, "total_tokens": n_in + n_out, "completion_tokens": n_out}
+        head = {"id": "chatcmpl-demo", "created": 1, "model": model}
+        if not body.get("stream"):
+            await asyncio.sleep(random.uniform(20, 60) / 1000.0)
+            out = dict(head, object="chat.completion", choices=[
+                {"index": 0, "message": {"role": "assistant", "content": " token" * n_out},
+                 "logprobs": None, "finish_reason": "length", "stop_reason": None}],
+                usage=usage, prompt_logprobs=None, prompt_token_ids=list(range(n_in * 40)))
+            return Response(json.dumps(out), media_type="application/json")
+
+        def event(choices, **extra):
+            return ("data: " + json.dumps(dict(head, object="chat.completion.chunk", choices=choices, **extra)) +
+                    "\n\n").encode()
+
+        async def stream():
+            await asyncio.sleep(random.uniform(20, 60) / 1000.0)   # the prompt's prefill
+            yield event([{"index": 0, "delta": {"role": "assistant", "content": ""}, "finish_reason": None}])
+            for _ in range(n_out):
+                await asyncio.sleep(0.002)
+                yield event([{"index": 0, "delta": {"content": " token"}, "finish_reason": None}])
+            yield event([{"index": 0, "delta": {}, "finish_reason": "length"}])
+            if (body.get("stream_options") or {}).get("include_usage"):
+                yield event([], usage=usage)
+            yield b"data: [DONE]\n\n"
+        return StreamingResponse(stream(), media_type="text/event-stream")
 
     @app.get("/stats")
     async def stats():

@@ -8,7 +8,8 @@
 
 The pieces are the demo's (scripts/demo/server.py, client.py): uvicorn/FastAPI
 under the shim on two ports (policy, judge) answering /v1/work, NeMo Gym's
-POST /run and POST /verify (some with 500), with memory profiling on; an
+POST /run and POST /verify (some with 500) and, on policy, vLLM-shaped
+POST /v1/chat/completions (streamed or not), with memory profiling on; an
 aiohttp client under the shim with a pool of 4 (so requests queue for it) and
 a share of `Connection: close`, plus connects to a refused port (ghost) and to
 a listener whose accept queue is full (slow), which time out.
@@ -79,6 +80,7 @@ class GymWorkload:
              "--target", f"policy=http://127.0.0.1:{policy}/v1/work",
              "--target", f"judge=http://127.0.0.1:{judge}/v1/work",
              "--target", f"agent=http://127.0.0.1:{policy}/run", "--post", "agent",
+             "--target", f"model=http://127.0.0.1:{policy}/v1/chat/completions", "--chat", "model",
              "--target", f"resources=http://127.0.0.1:{judge}/verify", "--post", "resources",
              "--requests", str(self.requests), "--limit", str(self.limit), "--close-ratio", "0.25",
              "--extra", f"ghost=http://127.0.0.1:{p['refused']}/,4",
@@ -95,10 +97,14 @@ class GymWorkload:
         self.start_servers()
         self.run_client()
         total = self.requests
+        calls = sum(m["calls"] for m in self.client_result["models"].values())
         checks = [
             ('sum({__name__="http.server.request.duration_count"})', lambda v: v >= total),
             ('sum({__name__="http.client.request.duration_count"})', lambda v: v >= total),
             ('sum({__name__="gym.http.connection_pool.connect_total"})', lambda v: v >= 1),
+            ('sum({__name__="gen_ai.client.operation.duration_count"})', lambda v: v >= calls),
+            ('sum({__name__="gen_ai.server.request.duration_count"})', lambda v: v >= calls),
+            ('sum({__name__="gen_ai.server.time_to_first_token_count"})', lambda v: v >= 1),
             ('sum({__name__="gym.server.memory.usage"})', lambda v: v > 0),
             ('sum({__name__="gym.host.memory.available"})', lambda v: v > 0),
         ]

@@ -29,7 +29,7 @@ import dashboard  # noqa: E402
 # Panels this workload cannot fill, with the reason. Empty: it fills them all.
 NO_DATA = {}
 
-ROWS = ["Connections", "HTTP servers", "HTTP clients", "Gym endpoints", "Memory"]
+ROWS = ["Connections", "HTTP servers", "HTTP clients", "Gym endpoints", "Inference", "Memory"]
 
 
 class Dashboard(unittest.TestCase):
@@ -149,6 +149,24 @@ class Dashboard(unittest.TestCase):
             self.assertLessEqual(v, 1.0, dest)
         self.assertGreater(share["policy"] + share["judge"], 0)
 
+
+    def test_inference_row_against_the_clients_answers(self):
+        """The token panel's formula over the whole run, for the client's
+        service, is the usage the client read in its answers, per model and
+        token type; the call panel sees the same models on both sides."""
+        models = self.workload.client_result["models"]
+        self.assertTrue(models)
+        by_title = {p["title"]: p for p in dashboard.panels()}
+        formula = re.sub(r"rate\((\{[^}]*\})\[[^]]*\]\)", r"\1",
+                         by_title["Tokens per second by model and type"]["queries"][0])
+        formula = formula.replace('"service.name"=~".*"', '"service.name"="demo-client"')
+        self.assertIn("demo-client", formula)
+        got = {(r["metric"]["model"], r["metric"]["type"]): int(float(r["value"][1])) for r in self.vm.query(formula)}
+        want = {(m, t): v[t] for m, v in models.items() for t in ("input", "output")}
+        self.assertEqual(got, want)
+        calls = by_title["Model calls per second by model"]["queries"]
+        for q in calls:
+            self.assertEqual({r["metric"]["model"] for r in self.vm.query(q)}, set(models))
 
 if __name__ == "__main__":
     unittest.main(verbosity=2)

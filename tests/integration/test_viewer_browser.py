@@ -31,7 +31,7 @@ sys.path.insert(0, os.path.join(harness.SRC, "scripts", "demo"))
 import dashboard  # noqa: E402
 
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
-WINDOW = (1400, 2600)
+WINDOW = (1400, 3200)
 # Chromium stops running the page once this much virtual time has passed
 # with nothing left to load; the page needs well under a second.
 BUDGET_MS = 15000
