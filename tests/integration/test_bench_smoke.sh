@@ -91,6 +91,7 @@ rows=(
 	"RSS added: idle process"
 	"RSS added: 10,000 open connections (after first export)"
 	"RSS added: 10,000 idle HTTP keep-alive connections (server)"
+	"RSS added: 1,000 idle HTTP/2 connections (server), per connection"
 	"export of 10 series: CPU, bytes"
 	"export of 1,000 series: CPU, bytes"
 	"export of 2,000 series (cardinality cap): CPU, bytes"
