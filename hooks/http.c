@@ -305,6 +305,8 @@ void nl_http_on_event(void *ctx, const struct nl_h1_event *ev)
 		break;
 	case NL_H1_RESP_END:    /* RESP_HEAD folded in or not, the same */
 		finish(f, ev->slot % NL_H1_PIPELINE, ev->status, ev->body_size);
+		if (ev->upgraded)
+			atomic_store_explicit(&c->upgrade, NL_UPGRADE_101, memory_order_relaxed);
 		break;
 	case NL_H1_ABORTED:
 		finish(f, ev->slot % NL_H1_PIPELINE, 0, 0);
@@ -418,8 +420,10 @@ void nl_http_iov(struct nl_fd *e, int fd, int out, const struct iovec *iov, size
 			active = nl_http2_feed(c, dir, iov[i].iov_base, k, t0_ns);
 		} else if (k) {
 			active = nl_h1_feed(&c->h1, dir, iov[i].iov_base, k, nl_http_on_event, &f);
-			if (!active)
-				active = h2 = nl_http2_switch(c, dir, iov[i].iov_base, k, t0_ns);
+			if (!active) {
+				active = nl_http2_switch(c, dir, iov[i].iov_base, k, t0_ns);
+				h2 = nl_http2_followed(c);      /* not past a 101 alone */
+			}
 		}
 		n -= k;
 	}
@@ -476,6 +480,7 @@ void nl_httpconn_init(struct nl_httpconn *c, enum nl_fd_http side, int dest, uns
 	atomic_store_explicit(&c->fed, 0, memory_order_relaxed);
 	atomic_store_explicit(&c->busy[0], 0, memory_order_relaxed);
 	atomic_store_explicit(&c->busy[1], 0, memory_order_relaxed);
+	atomic_store_explicit(&c->upgrade, 0, memory_order_relaxed);
 	for (unsigned s = 0; s < NL_H1_PIPELINE; s++)
 		atomic_store_explicit(&c->open[s], 0, memory_order_relaxed);
 	c->side = (uint8_t)side;

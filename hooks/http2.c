@@ -231,13 +231,22 @@ bool nl_http2_feed(struct nl_httpconn *c, enum nl_h1_dir dir, const void *buf, s
 	return nl_h2_feed(&f.p->h2, (enum nl_h2_dir)dir, buf, n, on_event, &f);
 }
 
+/* The HTTP/1.x parser stops on a 101, in the call that carries it: the
+ * connection stays followed past that call, since the next bytes of each
+ * direction may be HTTP/2's ("Upgrade: h2c"); the call after, whichever
+ * direction, switches or ends the following (a WebSocket, a tunnel). */
+static bool upgrade_call(struct nl_httpconn *c)
+{
+	return atomic_exchange_explicit(&c->upgrade, NL_UPGRADE_OVER, memory_order_relaxed) == NL_UPGRADE_101;
+}
+
 bool nl_http2_switch(struct nl_httpconn *c, enum nl_h1_dir dir, const void *buf, size_t n, uint64_t t0_ns)
 {
 	/* The preface or a SETTINGS head whole in this call's first bytes:
 	 * the direction's first bytes (or the first after a 101). */
 	if (n < (dir == NL_H1_REQUEST ? 16u : 9u) || !nl_h2_starts((enum nl_h2_dir)dir, buf, n) ||
 	    atomic_load_explicit(&c->fed, memory_order_acquire) != 2)
-		return false;
+		return upgrade_call(c);
 	/* Both directions claimed: nothing else may touch the HTTP/1.x
 	 * parser's place while it becomes the HTTP/2 state's. */
 	enum nl_h1_dir other = dir == NL_H1_REQUEST ? NL_H1_RESPONSE : NL_H1_REQUEST;

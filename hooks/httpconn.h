@@ -40,6 +40,7 @@ struct nl_h2conn;
 /* fed: the parser was set up (2), or the connection is HTTP/2 (NL_FED_H2,
  * http2.h: h1 is then the HTTP/2 state's place). */
 enum { NL_FED_H2 = 3 };
+enum { NL_UPGRADE_101 = 1, NL_UPGRADE_OVER = 2 };
 
 struct nl_httpconn {
 	union {
@@ -55,6 +56,9 @@ struct nl_httpconn {
 	uint8_t side;                   /* enum nl_fd_http */
 	_Atomic uint8_t fed;            /* bytes were fed: the parser was set up (above) */
 	uint8_t flags;                  /* NL_HTTPCONN_TLS, NL_HTTPCONN_DEST_BY_NAME */
+	/* NL_UPGRADE_101 from the event of a 101 (or a 2xx to CONNECT) to the
+	 * end of the call that carried it, NL_UPGRADE_OVER after: http2.c. */
+	_Atomic uint8_t upgrade;
 	_Atomic int16_t dest;           /* client: destination index */
 	_Atomic int16_t host;           /* host id of the last Host value (client), its server name id (server) */
 	_Atomic uint16_t port;

@@ -26,6 +26,12 @@
  *                  (run with NEMOLENS_HTTP=server: the client is not followed)
  *   http_client    the same exchange, the client's write and reads
  *                  (NEMOLENS_HTTP=client)
+ *   h2_server h2_client     the same GET and 200 over HTTP/2 (h2frames.h), one
+ *                  stream after another on one connection, HPACK's dynamic
+ *                  table in use; the connection's opening and first request
+ *                  are not measured
+ *   grpc_server grpc_client a unary gRPC call the same way: HEADERS and DATA,
+ *                  answered by HEADERS, DATA and trailers
  *
  * BENCH_THREAD=1 starts an idle thread first. A process with a second thread
  * takes glibc's cancellation-point path in close, accept, connect, send and
@@ -52,6 +58,8 @@
 #include <sys/socket.h>
 #include <sys/syscall.h>
 #include <unistd.h>
+
+#include "h2frames.h"
 
 #define OP __attribute__((noinline, noclone, used))
 
@@ -118,6 +126,17 @@ OP ssize_t op_http_server(int s, char *b)
 }
 OP ssize_t op_http_client_write(int c) { return write(c, http_request, sizeof http_request - 1); }
 OP ssize_t op_http_client_read(int c, char *b) { return read_all(c, b, http_response_len, read); }
+
+/* HTTP/2: the server reads a request and writes its response; the client
+ * writes a request, and reads the response. */
+OP ssize_t op_h2_server(int s, uint8_t *b, size_t req, const uint8_t *resp, size_t n)
+{
+	if (read_all(s, (char *)b, req, read) < 0)
+		return -1;
+	return write(s, resp, n);
+}
+OP ssize_t op_h2_client_write(int c, const uint8_t *req, size_t n) { return write(c, req, n); }
+OP ssize_t op_h2_client_read(int c, uint8_t *b, size_t n) { return read_all(c, (char *)b, n, read); }
 
 static void die(const char *what)
 {
@@ -233,6 +252,33 @@ int main(int argc, char **argv)
 			} else {
 				if (op_http_client_write(c) < 0 || read_all(s, big, sizeof http_request - 1, read) < 0 ||
 				    write(s, http_response, http_response_len) < 0 || op_http_client_read(c, big) < 0)
+					bad++;
+			}
+		}
+	} else if (!strcmp(op, "h2_server") || !strcmp(op, "h2_client") || !strcmp(op, "grpc_server") ||
+		   !strcmp(op, "grpc_client")) {
+		int c, s, grpc = !strncmp(op, "grpc", 4), server = strstr(op, "server") != NULL;
+		tcp_pair(l, &a, &c, &s);
+		static uint8_t req[4096], resp[4096], in[4096];
+		size_t nq = h2_client_open(req), np = h2_server_open(resp);
+		if (write(c, req, nq) < 0 || read_all(s, (char *)in, nq, read) < 0 || write(s, resp, np) < 0 ||
+		    read_all(c, (char *)in, np, read) < 0)
+			die("h2 opening");
+		for (long i = 0; i <= n; i++) {
+			uint32_t id = (uint32_t)(2 * i + 1);
+			nq = h2_request(req, id, i == 0, grpc);
+			np = h2_response(resp, id, i == 0, grpc);
+			if (i == 0) {   /* fills the dynamic tables, not measured */
+				if (write(c, req, nq) < 0 || read_all(s, (char *)in, nq, read) < 0 ||
+				    write(s, resp, np) < 0 || read_all(c, (char *)in, np, read) < 0)
+					die("h2 first request");
+			} else if (server) {
+				if (write(c, req, nq) < 0 || op_h2_server(s, in, nq, resp, np) < 0 ||
+				    read_all(c, (char *)in, np, read) < 0)
+					bad++;
+			} else {
+				if (op_h2_client_write(c, req, nq) < 0 || read_all(s, (char *)in, nq, read) < 0 ||
+				    write(s, resp, np) < 0 || op_h2_client_read(c, in, np) < 0)
 					bad++;
 			}
 		}

@@ -11,6 +11,11 @@
  *                       holds them idle and waits for a signal
  *   conns httphold N PORT opens N connections, sends one GET on each and reads
  *                       its answer, prints "ready", holds them
+ *   conns h2serve N     as httpserve, over HTTP/2: reads each connection's
+ *                       preface and SETTINGS, answers with its SETTINGS
+ *                       (h2frames.h), no request
+ *   conns h2hold N PORT as httphold, sending the preface and SETTINGS and
+ *                       reading the server's SETTINGS
  *
  * RLIMIT_NOFILE is raised to its hard limit first. scripts/bench reads VmRSS
  * from /proc/PID/status once "ready" (or the port) is printed.
@@ -25,6 +30,8 @@
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <unistd.h>
+
+#include "h2frames.h"
 
 static void raise_nofile(void)
 {
@@ -66,10 +73,18 @@ int main(int argc, char **argv)
 		for (;;)
 			pause();
 	}
-	static const char get[] = "GET /v1/items HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: keep-alive\r\n\r\n";
-	static const char ok[] = "HTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: keep-alive\r\n\r\nok";
+	static const char get1[] = "GET /v1/items HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: keep-alive\r\n\r\n";
+	static const char ok1[] = "HTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: keep-alive\r\n\r\nok";
+	/* What the client sends first, what the server answers: HTTP/1.1 or 2. */
+	int h2 = !strncmp(argv[1], "h2", 2);
+	uint8_t get[128], ok[128];
+	size_t nget = h2 ? h2_client_open(get) : sizeof get1 - 1, nok = h2 ? h2_server_open(ok) : sizeof ok1 - 1;
+	if (!h2) {
+		memcpy(get, get1, nget);
+		memcpy(ok, ok1, nok);
+	}
 	char buf[512];
-	if (!strcmp(argv[1], "httpserve")) {
+	if (!strcmp(argv[1], "httpserve") || !strcmp(argv[1], "h2serve")) {
 		int l = socket(AF_INET, SOCK_STREAM, 0);
 		int one = 1;
 		setsockopt(l, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
@@ -84,7 +99,7 @@ int main(int argc, char **argv)
 		for (long i = 0; i < n; i++) {
 			int c = accept(l, 0, 0);
 			/* The request is small: one read has it all on loopback. */
-			if (c < 0 || read(c, buf, sizeof buf) <= 0 || write(c, ok, sizeof ok - 1) < 0)
+			if (c < 0 || read(c, buf, sizeof buf) <= 0 || write(c, ok, nok) < 0)
 				perror("serve");
 		}
 		printf("ready\n");
@@ -92,11 +107,11 @@ int main(int argc, char **argv)
 		for (;;)
 			pause();
 	}
-	if (!strcmp(argv[1], "httphold") && argc > 3) {
+	if ((!strcmp(argv[1], "httphold") || !strcmp(argv[1], "h2hold")) && argc > 3) {
 		a.sin_port = htons(atoi(argv[3]));
 		for (long i = 0; i < n; i++) {
 			int c = socket(AF_INET, SOCK_STREAM, 0);
-			if (c < 0 || connect(c, (struct sockaddr *)&a, sizeof a) || write(c, get, sizeof get - 1) < 0 ||
+			if (c < 0 || connect(c, (struct sockaddr *)&a, sizeof a) || write(c, get, nget) < 0 ||
 			    read(c, buf, sizeof buf) <= 0) {
 				perror("httphold");
 				return 1;
