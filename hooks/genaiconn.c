@@ -6,6 +6,7 @@
 
 #include "clock.h"
 #include "genaimetrics.h"
+#include "genaiz.h"
 #include "httpconn.h"
 
 /* The exchanges in flight, found by (conn, slot) with a few probes from a
@@ -20,7 +21,7 @@ struct exchange {
 	bool body_seen;                 /* the response's first body bytes came */
 	bool content_seen;
 	uint32_t first_body_us, first_content_us;
-	struct nl_genai_scan req, resp;
+	struct nl_genaiz req, resp;     /* each holds an inflater of genaiz.c's pool while it inflates */
 };
 
 static struct exchange pool[POOL];
@@ -65,8 +66,10 @@ bool nl_genai_conn_begin(struct nl_httpconn *c, unsigned slot, enum nl_genai_op 
 	}
 	x->op = (uint8_t)op;
 	x->body_seen = x->content_seen = false;
-	nl_genai_init(&x->req);
-	nl_genai_init(&x->resp);
+	/* A fresh exchange holds no inflater: its bytes were zero, or its
+	 * last owner released them. */
+	nl_genaiz_init(&x->req);
+	nl_genaiz_init(&x->resp);
 	return true;
 }
 
@@ -77,9 +80,9 @@ void nl_genai_conn_body(struct nl_http_feed *f, const struct nl_h1_event *ev)
 		return;
 	if (ev->dir == NL_H1_REQUEST) {
 		if (ev->body)
-			nl_genai_feed(&x->req, ev->body, (size_t)ev->body_size);
+			nl_genaiz_feed(&x->req, ev->body, (size_t)ev->body_size);
 		else
-			nl_genai_gap(&x->req);
+			nl_genaiz_gap(&x->req);
 		return;
 	}
 	if (!x->body_seen) {
@@ -87,10 +90,10 @@ void nl_genai_conn_body(struct nl_http_feed *f, const struct nl_h1_event *ev)
 		x->first_body_us = nl_http_feed_now_us(f);
 	}
 	if (!ev->body) {
-		nl_genai_gap(&x->resp);
+		nl_genaiz_gap(&x->resp);
 		return;
 	}
-	if ((nl_genai_feed(&x->resp, ev->body, (size_t)ev->body_size) & NL_GENAI_FIRST_CONTENT) && !x->content_seen) {
+	if ((nl_genaiz_feed(&x->resp, ev->body, (size_t)ev->body_size) & NL_GENAI_FIRST_CONTENT) && !x->content_seen) {
 		x->content_seen = true;
 		x->first_content_us = nl_http_feed_now_us(f);
 	}
@@ -100,7 +103,7 @@ void nl_genai_conn_request_end(struct nl_httpconn *c, unsigned slot)
 {
 	struct exchange *x = find(owner_of(c, slot));
 	if (x)
-		nl_genai_end(&x->req);
+		nl_genaiz_end(&x->req);
 }
 
 void nl_genai_conn_finish(struct nl_http_feed *f, unsigned slot, unsigned status, uint32_t start_us,
@@ -110,10 +113,10 @@ void nl_genai_conn_finish(struct nl_http_feed *f, unsigned slot, unsigned status
 	struct exchange *x = find(owner_of(c, slot));
 	if (!x)
 		return;
-	nl_genai_end(&x->resp);
+	nl_genaiz_end(&x->resp);
 	struct nl_genai_call call = {
-		.req = &x->req.r,
-		.resp = &x->resp.r,
+		.req = &x->req.s.r,
+		.resp = &x->resp.s.r,
 		.duration_ns = duration_ns,
 		.first_content_ns = x->content_seen ? (int64_t)(uint32_t)(x->first_content_us - start_us) * 1000 : -1,
 		.first_body_ns = x->body_seen ? (int64_t)(uint32_t)(x->first_body_us - start_us) * 1000 : -1,
@@ -125,12 +128,16 @@ void nl_genai_conn_finish(struct nl_http_feed *f, unsigned slot, unsigned status
 		.dest = atomic_load_explicit(&c->dest, memory_order_relaxed),
 	};
 	nl_genai_record(&call);
+	nl_genaiz_release(&x->req);
 	atomic_store_explicit(&x->owner, 0, memory_order_release);
 }
 
 void nl_genai_conn_drop(struct nl_httpconn *c, unsigned slot)
 {
 	struct exchange *x = find(owner_of(c, slot));
-	if (x)
+	if (x) {
+		nl_genaiz_release(&x->req);
+		nl_genaiz_release(&x->resp);
 		atomic_store_explicit(&x->owner, 0, memory_order_release);
+	}
 }

@@ -9,6 +9,7 @@
  * response (nl_h1_tap); every other exchange has no state here and costs
  * nothing more. The exchange goes back to the pool when its response ends,
  * or when the connection does; with the pool empty, a call is not read.
+ * Each body goes through genaiz.h, which inflates a compressed one.
  */
 #ifndef NL_GENAICONN_H
 #define NL_GENAICONN_H

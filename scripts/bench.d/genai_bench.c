@@ -1,21 +1,29 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* Callgrind driver for the GenAI body scanner (preload/http/genai.c):
- * instructions per body byte.
+/* Callgrind driver for the GenAI body scanner (preload/http/genai.c) and
+ * its inflating path (hooks/genaiz.c): instructions per body byte. Run by
+ * scripts/bench, section 1 (scripts/bench.d/genai.sh), or by hand:
  *
- *   cc -O2 -gdwarf-4 -Ipreload/http scripts/bench.d/genai_bench.c preload/http/genai.c -o genai_bench
+ *   cc -O2 -gdwarf-4 -Ipreload/http -Ihooks scripts/bench.d/genai_bench.c preload/http/genai.c \
+ *      hooks/genaiz.c -lz -ldl -o genai_bench
  *   valgrind --tool=callgrind --toggle-collect=scan_json ./genai_bench
  *   valgrind --tool=callgrind --toggle-collect=scan_sse ./genai_bench
+ *   valgrind --tool=callgrind --toggle-collect=scan_gzip ./genai_bench
  *
  * scan_json: a 200 KB vLLM chat completion (logprobs with their top
  * candidates, usage, then prompt_token_ids) fed in 16 KiB reads; scan_sse:
  * a chat completions stream of 2,000 chunks fed one event per call, as a
- * server writes it. Each prints its body's size: divide the instructions
- * by it. Without valgrind it prints what was read, as a check. */
+ * server writes it; scan_gzip: the vLLM body gzip-compressed, fed in 16 KiB
+ * reads of compressed bytes (zlib is opened before, outside the count).
+ * Each prints its body's size (the gzip one: compressed): divide the
+ * instructions by it. Without valgrind it prints what was read, as a check. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include <zlib.h>
+
 #include "genai.h"
+#include "genaiz.h"
 
 #if defined(__GNUC__) && !defined(__clang__)
 #define OP __attribute__((noinline, noclone, used))
@@ -92,9 +100,34 @@ OP static void scan_sse(struct nl_genai_scan *s)
 	nl_genai_end(s);
 }
 
-static void show(const char *what, const struct nl_genai_scan *s)
+static unsigned char gz[400000];
+static size_t gz_len;
+
+static void gzip_body(void)
 {
-	printf("%s: %zu bytes, model %.*s, input %lld, output %lld, finish %.*s, done %d\n", what, body_len,
+	z_stream z = { 0 };
+	if (deflateInit2(&z, 6, Z_DEFLATED, 16 + 15, 8, Z_DEFAULT_STRATEGY) != Z_OK)
+		exit(1);
+	z.next_in = (Bytef *)body;
+	z.avail_in = (uInt)body_len;
+	z.next_out = gz;
+	z.avail_out = sizeof gz;
+	if (deflate(&z, Z_FINISH) != Z_STREAM_END)
+		exit(1);
+	gz_len = sizeof gz - z.avail_out;
+	deflateEnd(&z);
+}
+
+OP static void scan_gzip(struct nl_genaiz *b)
+{
+	for (size_t at = 0; at < gz_len; at += 16384)
+		nl_genaiz_feed(b, gz + at, gz_len - at < 16384 ? gz_len - at : 16384);
+	nl_genaiz_end(b);
+}
+
+static void show(const char *what, size_t len, const struct nl_genai_scan *s)
+{
+	printf("%s: %zu bytes, model %.*s, input %lld, output %lld, finish %.*s, done %d\n", what, len,
 	       s->r.model.len, s->r.model.text, (long long)nl_genai_input_tokens(&s->r),
 	       (long long)nl_genai_output_tokens(&s->r), s->r.finish.len, s->r.finish.text, s->r.done);
 }
@@ -105,10 +138,19 @@ int main(void)
 	vllm_body();
 	nl_genai_init(&s);
 	scan_json(&s);
-	show("json", &s);
+	show("json", body_len, &s);
+	/* The same body gzip-compressed; a first, small one opens zlib. */
+	static struct nl_genaiz b;
+	gzip_body();
+	nl_genaiz_init(&b);
+	nl_genaiz_feed(&b, gz, 64);
+	nl_genaiz_end(&b);
+	nl_genaiz_init(&b);
+	scan_gzip(&b);
+	show("gzip", gz_len, &b.s);
 	sse_body();
 	nl_genai_init(&s);
 	scan_sse(&s);
-	show("sse", &s);
+	show("sse", body_len, &s);
 	return 0;
 }

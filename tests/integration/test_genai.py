@@ -20,8 +20,12 @@ follow from the requests, so this test knows every figure:
   ttft_ms per dialect for event streams; nemo.gym.server.name the server's.
 
 All of it once over plain HTTP and once over HTTPS (uvicorn with a
-certificate made for the run; OpenSSL's plaintext on both sides).
+certificate made for the run; OpenSSL's plaintext on both sides), and the
+same again with the stand-in compressing what it answers as each client
+asks (aiohttp and httpx ask for gzip; curl asks for deflate only, and sends
+its request body gzip-compressed): the same figures, read through zlib.
 """
+import gzip
 import json
 import os
 import subprocess
@@ -47,6 +51,7 @@ def sums(reqs, name, *keys):
 
 class ModelCalls(unittest.TestCase):
     TLS = False
+    COMPRESS = False
 
     @classmethod
     def setUpClass(cls):
@@ -60,6 +65,8 @@ class ModelCalls(unittest.TestCase):
             tls_env = {"STANDIN_CERT": cert, "STANDIN_KEY": key}
             curl_tls = ["--cacert", cert]
             client_env = {"GENAI_CAFILE": cert}
+        if cls.COMPRESS:
+            tls_env["STANDIN_COMPRESS"] = "1"
         env = hc.shim_env(cls.sink.url, OTEL_SERVICE_NAME=SERVER, STANDIN_FIRST_DELAY=str(FIRST_DELAY), **tls_env)
         cls.server = hc.App([PY, hc.app_path("vllm_standin.py")], env, "vllm-standin")
         cls.addClassCleanup(cls.server.cleanup)
@@ -75,8 +82,18 @@ class ModelCalls(unittest.TestCase):
         # glibc's locale lock, and it deadlocks on that lock). The server still
         # sees its call; its client side is checked in the plain build.
         curl_env = hc.plain_env() if SANITIZED else hc.shim_env(cls.sink.url, OTEL_SERVICE_NAME=CURL)
-        subprocess.run(["curl", "-sS", "--http1.1", "-o", "/dev/null", "-H", "Content-Type: application/json", "-d",
-                        body, *curl_tls, base + "/v1/chat/completions"], env=curl_env, check=True, timeout=60)
+        with tempfile.TemporaryDirectory() as d:
+            head, send = os.path.join(d, "head"), ["-d", body]
+            if cls.COMPRESS:
+                with open(os.path.join(d, "body.gz"), "wb") as f:
+                    f.write(gzip.compress(body.encode()))
+                send = ["-H", "Content-Encoding: gzip", "--data-binary", "@" + f.name,
+                        "-H", "Accept-Encoding: deflate", "--compressed"]
+            subprocess.run(["curl", "-sS", "--http1.1", "-o", "/dev/null", "-D", head, "-H",
+                            "Content-Type: application/json", *send, *curl_tls, base + "/v1/chat/completions"],
+                           env=curl_env, check=True, timeout=60)
+            with open(head) as f:
+                cls.curl_head = f.read().lower()
         time.sleep(0.5)     # the walked-away stream's end on the server
         cls.server.stop()
         reqs = hc.all_requests(cls.sink)
@@ -95,6 +112,9 @@ class ModelCalls(unittest.TestCase):
             ("chat", "policy-b", "connection_closed"): 1, ("chat", "policy-c", None): 1})
         providers = hc.attribute_values(self.srv, "gen_ai.server.request.duration", "gen_ai.provider.name")
         self.assertEqual(providers, {"openai", "anthropic"})
+
+    def test_compressed_as_asked(self):
+        self.assertEqual("content-encoding: deflate" in self.curl_head, self.COMPRESS, self.curl_head)
 
     def test_client_calls(self):
         got = hc.counts_by(self.cli, "gen_ai.client.operation.duration", "gen_ai.operation.name",
@@ -172,6 +192,15 @@ class ModelCalls(unittest.TestCase):
 
 class ModelCallsOverTLS(ModelCalls):
     TLS = True
+
+
+class CompressedModelCalls(ModelCalls):
+    COMPRESS = True
+
+
+class CompressedModelCallsOverTLS(ModelCalls):
+    TLS = True
+    COMPRESS = True
 
 
 if __name__ == "__main__":

@@ -3,15 +3,20 @@
 and the request body."""
 
 
-async def app(scope, receive, send):
-    if scope["type"] != "http":
-        return
+async def read_body(receive):
+    """A request's whole body, from its ASGI messages."""
     body = b""
     while True:
         m = await receive()
         body += m.get("body", b"")
         if not m.get("more_body"):
-            break
+            return body
+
+
+async def app(scope, receive, send):
+    if scope["type"] != "http":
+        return
+    body = await read_body(receive)
     status = 404 if scope["path"].startswith("/missing") else 200
     await send({"type": "http.response.start", "status": status, "headers": [(b"content-type", b"text/plain")]})
     await send({"type": "http.response.body", "body": b"ok:" + body})

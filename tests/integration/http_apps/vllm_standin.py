@@ -10,17 +10,25 @@ reasoning tokens. Streams wait FIRST_DELAY before their first content.
 Model "missing" answers 404; model "explode" streams an error event in a
 200. Prints {"port": N} when it listens; over HTTPS with STANDIN_CERT and
 STANDIN_KEY (PEM files).
+
+With STANDIN_COMPRESS=1 it compresses what it answers as the client asks,
+gzip first, else deflate (zlib-wrapped, RFC 9110), each event of a stream
+flushed as it goes, as OpenAI's API does; and it reads request bodies sent
+with Content-Encoding: gzip or deflate.
 """
 import asyncio
 import json
 import os
 import socket
 import sys
+import zlib
 
 import uvicorn
 from starlette.applications import Starlette
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
+
+from h2_asgi import read_body
 
 FIRST_DELAY = float(os.environ.get("STANDIN_FIRST_DELAY", "0.3"))
 GAP = 0.02
@@ -132,12 +140,50 @@ async def messages(request):
     return StreamingResponse(gen(), media_type="text/event-stream")
 
 
+class Compress:
+    """Compressed bodies both ways, in plain ASGI: each body message of an
+    answer compressed and flushed on its own."""
+
+    def __init__(self, app):
+        self.app = app
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] != "http":
+            return await self.app(scope, receive, send)
+        headers = {k.decode().lower(): v.decode().lower() for k, v in scope["headers"]}
+        coding = headers.get("content-encoding")
+        if coding in ("gzip", "deflate"):
+            plain = zlib.decompress(await read_body(receive), 31 if coding == "gzip" else 15)
+
+            async def receive():
+                return {"type": "http.request", "body": plain, "more_body": False}
+        asked = [c.split(";")[0].strip() for c in headers.get("accept-encoding", "").split(",")]
+        out = "gzip" if "gzip" in asked else "deflate" if "deflate" in asked else None
+        if not out:
+            return await self.app(scope, receive, send)
+        z = zlib.compressobj(6, zlib.DEFLATED, 31 if out == "gzip" else 15)
+
+        async def send_compressed(m):
+            if m["type"] == "http.response.start":
+                kept = [(k, v) for k, v in m["headers"] if k.lower() != b"content-length"]
+                m = {**m, "headers": kept + [(b"content-encoding", out.encode())]}
+            elif m["type"] == "http.response.body":
+                more = m.get("more_body", False)
+                data = z.compress(m.get("body", b"")) + (z.flush(zlib.Z_SYNC_FLUSH) if more else z.flush())
+                m = {**m, "body": data}
+            await send(m)
+        await self.app(scope, receive, send_compressed)
+
+
 app = Starlette(routes=[
     Route("/v1/chat/completions", chat, methods=["POST"]),
     Route("/v1/completions", chat, methods=["POST"]),
     Route("/v1/responses", responses, methods=["POST"]),
     Route("/v1/messages", messages, methods=["POST"]),
 ])
+
+if os.environ.get("STANDIN_COMPRESS") == "1":
+    app = Compress(app)
 
 if __name__ == "__main__":
     sock = socket.socket()
