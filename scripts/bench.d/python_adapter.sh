@@ -31,6 +31,6 @@ if command -v valgrind >/dev/null && [ -d "$B/nemolens-python" ] &&
 	done <"$WORK/pya/calls"
 else
 	say "  $(tail -n 3 "$WORK/pyc.err" 2>/dev/null | tr '\n' ' ')"
-	na_row 9 "Python adapter, instructions per request" "${PYC_ONLY:+smoke: }measurement failed or valgrind missing" ""
+	na_row 9 "Python adapter, request on a free slot: instr" "${PYC_ONLY:+smoke: }measurement failed or valgrind missing" ""
 fi
 

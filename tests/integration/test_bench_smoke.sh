@@ -122,7 +122,9 @@ rows=(
 	"nemolens-run's CPU exporting a tree of"
 	"python3 -c pass: CPU time"
 	"python3 -c 'import aiohttp': CPU time"
+	"python3 -c 'import httpx': CPU time"
 	"aiohttp, every acquisition queued: CPU per request"
+	"request on a free slot: instr"
 )
 
 # The final table starts at its header line; every row must be in it, once.
