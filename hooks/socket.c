@@ -221,11 +221,18 @@ NL_EXPORT int dup(int oldfd)
 	return r;
 }
 
-/* dup2/dup3 close newfd silently: settle what it had pending first. */
+/* dup2/dup3 close newfd silently: settle what it had pending first, while
+ * its socket is still there to ask. Only when the call will replace it: one
+ * that fails (oldfd not open: EBADF; dup3 of an fd onto itself: EINVAL)
+ * leaves newfd as it was, and its state with it. Asked of the kernel only
+ * for a tracked newfd, which a program rarely dups over. */
 static void before_dup_over(int oldfd, int newfd)
 {
-	if (oldfd != newfd && nl_fd_state(newfd) != NL_FD_UNTRACKED)
-		release(newfd);
+	if (oldfd != newfd && nl_fd_state(newfd) != NL_FD_UNTRACKED) {
+		NL_KEEP_ERRNO;
+		if (NL_REAL(fcntl)(oldfd, F_GETFD) != -1)
+			release(newfd);
+	}
 }
 
 static void after_dup(int oldfd, int newfd, int r)

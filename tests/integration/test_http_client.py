@@ -171,5 +171,43 @@ class CurlClient(ClientScenario, unittest.TestCase):
         return p, results
 
 
+
+class FailedDup(unittest.TestCase):
+    """dup2 and dup3 over a followed connection that fail (an old fd that is
+    not open: EBADF) leave the connection as it was: it is still followed,
+    and its requests after the failed calls are counted."""
+
+    CLIENT = r"""
+import errno, http.client, os, sys
+c = http.client.HTTPConnection("127.0.0.1", int(sys.argv[1]))
+def get():
+    c.request("GET", "/ok")
+    return c.getresponse().read()
+get()
+closed = os.open("/dev/null", os.O_RDONLY)
+os.close(closed)
+for inheritable in (True, False):   # dup2, then dup3 (O_CLOEXEC)
+    try:
+        os.dup2(closed, c.sock.fileno(), inheritable=inheritable)
+    except OSError as e:
+        assert e.errno == errno.EBADF, e
+    else:
+        raise SystemExit("dup2 of a closed fd succeeded")
+    get()
+print(c.sock.fileno())
+"""
+
+    def test_the_connection_stays_followed(self):
+        sink = Sink()
+        self.addCleanup(sink.close)
+        srv = PlainServers([0.0])
+        self.addCleanup(srv.close)
+        env = hc.shim_env(sink.url, OTEL_SERVICE_NAME="client-dup")
+        p = hc.harness.run([hc.PYTHON, "-c", self.CLIENT, str(srv.ports[0])], env)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertEqual(p.stderr, "")
+        got = hc.counts_by(hc.all_requests(sink), hc.CLIENT_DURATION, hc.METHOD, hc.STATUS)
+        self.assertEqual(got, {("GET", 200): 3})
+
 if __name__ == "__main__":
     unittest.main(verbosity=2)

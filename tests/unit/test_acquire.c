@@ -23,8 +23,10 @@
 #include <criterion/criterion.h>
 #include <arpa/inet.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <netinet/in.h>
 #include <pthread.h>
+#include <stdarg.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <string.h>
@@ -98,6 +100,7 @@ static struct {
 	nl_close_fn close;
 	nl_close_range_fn close_range;
 	nl_dup2_fn dup2;
+	nl_fcntl_fn fcntl;
 	nl_read_fn read;
 	nl_write_fn write;
 	nl_send_fn send;
@@ -245,8 +248,23 @@ static int fake_dup2(int oldfd, int newfd)
 	if (!scripted(newfd))
 		return orig.dup2(oldfd, newfd);
 	cr_assert(scripted(oldfd), "dup2(%d, %d) of a real fd over a fake one", oldfd, newfd);
+	if (fake(oldfd)->not_socket)
+		return (int)answer((struct result){ -1, fake(oldfd)->not_socket });
 	fake(newfd)->closes++;   /* dup2 closes newfd silently */
 	return newfd;
+}
+
+/* F_GETFD tells whether a number is open (dup2 asks it of its old fd). */
+static int fake_fcntl(int fd, int cmd, ...)
+{
+	va_list ap;
+	va_start(ap, cmd);
+	unsigned long arg = va_arg(ap, unsigned long);
+	va_end(ap);
+	if (!scripted(fd))
+		return orig.fcntl(fd, cmd, arg);
+	cr_assert_eq(cmd, F_GETFD, "fcntl(%d, %d) of a fake fd", fd, cmd);
+	return fake(fd)->not_socket ? (int)answer((struct result){ -1, fake(fd)->not_socket }) : 0;
 }
 
 static void install_fakes(void)
@@ -258,6 +276,7 @@ static void install_fakes(void)
 	orig.close = nl_real_close_ptr;
 	orig.close_range = nl_real_close_range_ptr;
 	orig.dup2 = nl_real_dup2_ptr;
+	orig.fcntl = nl_real_fcntl_ptr;
 	orig.read = nl_real_read_ptr;
 	orig.write = nl_real_write_ptr;
 	orig.send = nl_real_send_ptr;
@@ -268,6 +287,7 @@ static void install_fakes(void)
 	nl_real_close_ptr = fake_close;
 	nl_real_close_range_ptr = fake_close_range;
 	nl_real_dup2_ptr = fake_dup2;
+	nl_real_fcntl_ptr = fake_fcntl;
 	nl_real_read_ptr = fake_read;
 	nl_real_write_ptr = fake_write;
 	nl_real_send_ptr = fake_send;
@@ -282,6 +302,7 @@ static void restore_libc(void)
 	nl_real_close_ptr = orig.close;
 	nl_real_close_range_ptr = orig.close_range;
 	nl_real_dup2_ptr = orig.dup2;
+	nl_real_fcntl_ptr = orig.fcntl;
 	nl_real_read_ptr = orig.read;
 	nl_real_write_ptr = orig.write;
 	nl_real_send_ptr = orig.send;
@@ -781,6 +802,22 @@ Test(acquire, dup2_over_a_pending_fd_settles_it_like_close)
 	expect_state(FD2, NL_FD_SOCKET);
 	expect_pending(0);
 	cr_assert_eq(fake(FD)->closes + fake(FD2)->closes, 2);
+}
+
+Test(acquire, dup2_that_fails_leaves_the_pending_fd)
+{
+	start_pending(FD);
+	fake(FD3)->not_socket = EBADF;   /* not open */
+	errno = SENTINEL;
+	int r = dup2(FD3, FD);
+	int e = errno;
+	expect_result("dup2", FD, r, e, -1, EBADF);
+	expect_state(FD, NL_FD_CONNECTING);
+	expect_pending(1);
+	cr_assert_eq(fake(FD)->closes, 0);
+	fake(FD)->peer = true;
+	close_fd(FD);
+	expect_counts("svc", 1, 1, 0);
 }
 
 Test(acquire, dup2_of_a_pending_fd_onto_itself_keeps_waiting)
