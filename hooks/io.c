@@ -307,39 +307,37 @@ NL_EXPORT ssize_t __recvfrom_chk(int fd, void *buf, size_t n, size_t buflen, int
 }
 
 /* Bodies the kernel copies itself (nginx sends files with sendfile): the
- * bytes are not seen, only counted, and can only be part of a body. */
-static void after_opaque_out(int fd, ssize_t r)
+ * bytes are not seen, only counted, and can only be part of a body. The call
+ * settles a connecting socket at that end as any read or write does,
+ * whatever it returned. */
+static void after_opaque(int fd, int out, ssize_t r)
 {
 	struct nl_fd *e = nl_fd_any_watched() ? nl_fd_watched(fd) : NULL;
 	if (e) {
 		settle(e, fd, r);
 		if (r > 0 && followed(e))
-			nl_http_feed_opaque(e, fd, 1, (size_t)r);
+			nl_http_feed_opaque(e, fd, out, (size_t)r);
 	}
 }
 
 NL_EXPORT ssize_t sendfile(int out_fd, int in_fd, off_t *offset, size_t count)
 {
 	ssize_t r = NL_REAL(sendfile)(out_fd, in_fd, offset, count);
-	after_opaque_out(out_fd, r);
+	after_opaque(out_fd, 1, r);
 	return r;
 }
 
 NL_EXPORT ssize_t sendfile64(int out_fd, int in_fd, off_t *offset, size_t count)
 {
 	ssize_t r = NL_REAL(sendfile64)(out_fd, in_fd, offset, count);
-	after_opaque_out(out_fd, r);
+	after_opaque(out_fd, 1, r);
 	return r;
 }
 
 NL_EXPORT ssize_t splice(int fd_in, loff_t *off_in, int fd_out, loff_t *off_out, size_t len, unsigned int flags)
 {
 	ssize_t r = NL_REAL(splice)(fd_in, off_in, fd_out, off_out, len, flags);
-	if (r > 0) {
-		after_opaque_out(fd_out, r);
-		struct nl_fd *e = nl_fd_any_watched() ? nl_fd_watched(fd_in) : NULL;
-		if (e && followed(e))
-			nl_http_feed_opaque(e, fd_in, 0, (size_t)r);
-	}
+	after_opaque(fd_out, 1, r);
+	after_opaque(fd_in, 0, r);
 	return r;
 }

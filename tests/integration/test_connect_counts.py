@@ -93,5 +93,41 @@ class ConnectCounts(unittest.TestCase):
         self.assertEqual(res["telemetry.sdk.name"], "nemolens-preload")
 
 
+
+class SpliceSettles(unittest.TestCase):
+    """splice() with a connecting socket at either end settles its wait as
+    any read or write does, whatever it returns: here a socket spliced into
+    a pipe, which reads 0 bytes (the listener closes it at once). The
+    client holds the socket a second before closing it: a wait settled
+    only at the close would span it."""
+
+    CLIENT = r"""
+import os, select, socket, sys, time
+r, w = os.pipe()
+s = socket.socket()
+s.setblocking(False)
+assert s.connect_ex(("127.0.0.1", int(sys.argv[1]))) in (115, 0)   # EINPROGRESS
+select.select([s], [], [], 10)
+n = os.splice(s.fileno(), w, 16)
+time.sleep(1.0)
+s.close()
+print(n)
+"""
+
+    def test_the_wait_ends_at_the_splice(self):
+        sink = Sink()
+        self.addCleanup(sink.close)
+        ok = harness.AcceptingListener()
+        self.addCleanup(ok.close)
+        env = harness.shim_env(OTEL_EXPORTER_OTLP_METRICS_ENDPOINT=sink.url,
+                               NEMOLENS_DESTINATIONS=f"alpha=127.0.0.1:{ok.port}")
+        p = harness.run([harness.PYTHON, "-c", self.CLIENT, str(ok.port)], env)
+        self.assertEqual((p.returncode, p.stderr, p.stdout.strip()), (0, "", "0"))
+        pts = sink.latest_by_instance("gym.http.connection_pool.queue_duration_ms")
+        got = {(attrs(q)[DEST], attrs(q)[OUTCOME]): q for _, _, q in pts}
+        self.assertEqual(list(got), [("alpha", "ok")])
+        self.assertEqual(got[("alpha", "ok")].count, 1)
+        self.assertLess(got[("alpha", "ok")].sum, 500.0)
+
 if __name__ == "__main__":
     unittest.main(verbosity=2)
