@@ -44,17 +44,15 @@ static int still_a_socket(int fd)
 	return 0;
 }
 
-/* Whether a socket whose connect is pending has connected by now. */
+/* Whether a socket whose connect is pending has connected by now: it has a
+ * peer. Failed or still connecting are both abandoned, so the socket's
+ * SO_ERROR is not read: reading it clears it, and a duplicate of the fd the
+ * program keeps would then find 0 where the kernel had its failure. */
 static enum nl_queue_outcome probe(int fd)
 {
-	int so_error = 0;
-	socklen_t len = sizeof so_error;
 	struct sockaddr_storage peer;
 	socklen_t plen = sizeof peer;
-	if (NL_REAL(getsockopt)(fd, SOL_SOCKET, SO_ERROR, &so_error, &len) == 0 && so_error == 0 &&
-	    getpeername(fd, (struct sockaddr *)&peer, &plen) == 0)
-		return NL_QUEUE_OK;
-	return NL_QUEUE_ABANDONED;
+	return getpeername(fd, (struct sockaddr *)&peer, &plen) == 0 ? NL_QUEUE_OK : NL_QUEUE_ABANDONED;
 }
 
 /* A socket created before the shim saw it (inherited across exec, or from

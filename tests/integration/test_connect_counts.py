@@ -129,5 +129,35 @@ print(n)
         self.assertEqual(got[("alpha", "ok")].count, 1)
         self.assertLess(got[("alpha", "ok")].sum, 500.0)
 
+
+class CloseOfAPendingConnect(unittest.TestCase):
+    """A connect refused while pending, its fd duplicated and the original
+    closed: the shim learns the outcome at the close (abandoned) without
+    taking the socket's error from the duplicate, which still reads
+    ECONNREFUSED as it does without the shim."""
+
+    CLIENT = r"""
+import os, socket, sys, time
+s = socket.socket()
+s.setblocking(False)
+rc = s.connect_ex(("127.0.0.1", int(sys.argv[1])))
+d = os.dup(s.fileno())
+time.sleep(0.05)
+s.close()
+print(rc, socket.socket(fileno=d).getsockopt(socket.SOL_SOCKET, socket.SO_ERROR))
+"""
+
+    def test_the_duplicate_keeps_the_error(self):
+        sink = Sink()
+        self.addCleanup(sink.close)
+        refused = harness.refused_port()
+        env = harness.shim_env(OTEL_EXPORTER_OTLP_METRICS_ENDPOINT=sink.url,
+                               NEMOLENS_DESTINATIONS=f"beta=127.0.0.1:{refused}")
+        p = harness.run([harness.PYTHON, "-c", self.CLIENT, str(refused)], env)
+        self.assertEqual((p.returncode, p.stderr), (0, ""))
+        self.assertEqual(p.stdout.split(), ["115", "111"])   # EINPROGRESS, then ECONNREFUSED
+        pts = sink.latest_by_instance("gym.http.connection_pool.queue_duration_ms")
+        self.assertEqual({(attrs(q)[DEST], attrs(q)[OUTCOME]): q.count for _, _, q in pts}, {("beta", "abandoned"): 1})
+
 if __name__ == "__main__":
     unittest.main(verbosity=2)
