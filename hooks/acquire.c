@@ -95,9 +95,16 @@ int nl_acq_classify(int fd, const struct sockaddr *addr, socklen_t len, struct n
 	return classify(fd, addr, len, entry);
 }
 
-/* A connect() again on a pending fd: it may tell how the first one ended. */
-static __attribute__((noinline)) void recheck(int fd, int result, int err)
+/* A connect() again on a pending fd: it may tell how the first one ended.
+ * One to AF_UNSPEC dissolves the attempt: the program gave up on it. */
+static __attribute__((noinline)) void recheck(int fd, const struct sockaddr *addr, socklen_t len, int result,
+					      int err)
 {
+	if (addr && len >= sizeof addr->sa_family && addr->sa_family == AF_UNSPEC) {
+		if (result == 0)
+			settle(fd, NL_QUEUE_ABANDONED);
+		return;
+	}
 	if (result == 0 || err == EISCONN)
 		settle(fd, NL_QUEUE_OK);
 	else if (err != EALREADY && err != EINPROGRESS && err != EINTR)
@@ -130,13 +137,17 @@ int nl_acq_connect(int fd, const struct sockaddr *addr, socklen_t len, enum nl_f
 	NL_KEEP_ERRNO;
 	int err = errno;
 	if (what == NL_ACQ_RECHECK) {
-		recheck(fd, r, err);
+		recheck(fd, addr, len, r, err);
 		return r;
 	}
 	/* Kicked before anything is written: the first record makes the segment
 	 * (state.h). */
 	nl_runtime_kick();
 	if (r == 0 || (err != EINPROGRESS && err != EINTR) || !e) {
+		/* Asked again once settled (or of a socket a blocking call
+		 * connected): the answer is about the attempt already counted. */
+		if (r != 0 && (err == EISCONN || err == EALREADY))
+			return r;
 		nl_conn_attempt(what);   /* finished inside the call, either way: no wait to record */
 		if (r == 0 && follow && e)
 			nl_http_watch(e, follow, what);

@@ -636,6 +636,34 @@ Test(acquire, connect_again_ealready_keeps_waiting_then_eisconn_is_ok)
 	expect_pending(0);
 }
 
+Test(acquire, connect_again_once_settled_is_no_new_attempt)
+{
+	start_pending(FD);
+	connect_svc(FD, 0, 0);            /* the outcome: connected */
+	connect_svc(FD, -1, EISCONN);     /* and asked again */
+	connect_svc(FD, -1, EALREADY);
+	expect_counts("svc", 1, 1, 0);
+	expect_state(FD, NL_FD_SOCKET);
+	nl_fd_track(FD2);
+	connect_svc(FD2, 0, 0);           /* a blocking connect, then a late recheck */
+	connect_svc(FD2, -1, EISCONN);
+	expect_counts("svc", 2, 1, 0);
+}
+
+Test(acquire, af_unspec_on_a_pending_fd_abandons_it)
+{
+	start_pending(FD);
+	fake(FD)->connects[fake(FD)->n_connects++] = (struct result){ 0, 0 };
+	struct sockaddr unspec = { .sa_family = AF_UNSPEC };
+	errno = SENTINEL;
+	int r = connect(FD, &unspec, sizeof unspec);
+	int e = errno;
+	expect_result("connect", FD, r, e, 0, 0);
+	expect_counts("svc", 1, 0, 1);   /* dissolved before it connected: given up */
+	expect_state(FD, NL_FD_SOCKET);
+	expect_pending(0);
+}
+
 Test(acquire, connect_again_einprogress_or_eintr_keeps_waiting)
 {
 	start_pending(FD);
