@@ -57,6 +57,18 @@ def counts(sink, name, service):
     return dict(out)
 
 
+
+def start_hypercorn(sink):
+    """hypercorn serving h2_asgi's app under the shim (HTTP/1.1 and h2c on one
+    port), in a runtime directory of its own: (process, port)."""
+    harness.new_runtime_dir()
+    port = hc.free_port()
+    server = subprocess.Popen([harness.PYTHON, "-m", "hypercorn", "--bind", f"127.0.0.1:{port}", "h2_asgi:app"],
+                              env=hc.shim_env(sink.url, OTEL_SERVICE_NAME="hypercorn"), cwd=APPS,
+                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    wait_port(port)
+    return server, port
+
 class H2loadNghttpd(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
@@ -94,13 +106,7 @@ class HttpxHypercorn(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
         cls.sink = Sink()
-        harness.new_runtime_dir()
-        port = hc.free_port()
-        env = hc.shim_env(cls.sink.url, OTEL_SERVICE_NAME="hypercorn")
-        cls.server = subprocess.Popen([harness.PYTHON, "-m", "hypercorn", "--bind", f"127.0.0.1:{port}",
-                                       "h2_asgi:app"], env=env, cwd=APPS, stdout=subprocess.DEVNULL,
-                                      stderr=subprocess.PIPE, text=True)
-        wait_port(port)
+        cls.server, port = start_hypercorn(cls.sink)
         cls.client = harness.run([harness.PYTHON, "-c", CLIENT, str(port)],
                                  hc.shim_env(cls.sink.url, OTEL_SERVICE_NAME="httpx"), timeout=50)
         cls.server.terminate()
@@ -128,12 +134,7 @@ class UpgradeH2c(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
         cls.sink = Sink()
-        harness.new_runtime_dir()
-        port = hc.free_port()
-        cls.server = subprocess.Popen([harness.PYTHON, "-m", "hypercorn", "--bind", f"127.0.0.1:{port}",
-                                       "h2_asgi:app"], env=hc.shim_env(cls.sink.url, OTEL_SERVICE_NAME="hypercorn"),
-                                      cwd=APPS, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-        wait_port(port)
+        cls.server, port = start_hypercorn(cls.sink)
         base = f"http://127.0.0.1:{port}"
         # nghttp fetches each URI once and reuses one connection per origin.
         urls = [f"{base}/items/up"] + [f"{base}/items/{i}" for i in range(cls.OK)] + \
