@@ -98,68 +98,93 @@ enum target {
 
 #define STACK_MAX (sizeof((struct nl_genai_json *)0)->stack)
 
-struct key {
-	char name[28];          /* (an array: read-only data the loader never writes) */
-	uint8_t len;
-	uint8_t target;
+/* The keys taken somewhere, found by their length first: a jump and one or
+ * two compares of a few bytes, whatever the container. */
+enum key {
+	K_NONE,
+	K_TYPE, K_CODE, K_MODEL, K_USAGE, K_ERROR, K_DELTA, K_STREAM, K_STATUS, K_REASON, K_CHOICES, K_MESSAGE,
+	K_RESPONSE, K_STOP_REASON, K_INPUT, K_PROMPT, K_OUTPUT, K_FINISH, K_REASONING, K_COMPLETION, K_INCOMPLETE,
+	K_OUTPUT_DETAILS, K_CACHE_READ, K_COMPLETION_DETAILS, K_CACHE_CREATION,
+	K_N
 };
 
-#define K(s, t) { s, sizeof s - 1, t }
-static const struct key root_keys[] NL_COLD_RODATA = {
-	K("model", T_MODEL), K("stream", T_STREAM), K("usage", T_OBJ_USAGE), K("choices", T_ARR_CHOICES),
-	K("type", T_TYPE), K("code", T_CODE), K("status", T_STATUS), K("stop_reason", T_FINISH),
-	K("incomplete_details", T_OBJ_INCOMPLETE), K("error", T_ERROR), K("delta", T_OBJ_DELTA),
-	K("response", T_OBJ_SUB), K("message", T_OBJ_SUB),
-};
-static const struct key usage_keys[] NL_COLD_RODATA = {
-	K("prompt_tokens", T_PROMPT), K("completion_tokens", T_COMPLETION), K("input_tokens", T_INPUT),
-	K("output_tokens", T_OUTPUT), K("cache_read_input_tokens", T_CACHE_READ),
-	K("cache_creation_input_tokens", T_CACHE_CREATION), K("completion_tokens_details", T_OBJ_DETAILS),
-	K("output_tokens_details", T_OBJ_DETAILS),
-};
-static const struct key details_keys[] NL_COLD_RODATA = { K("reasoning_tokens", T_REASONING) };
-static const struct key choice_keys[] NL_COLD_RODATA = { K("finish_reason", T_FINISH) };
-static const struct key incomplete_keys[] NL_COLD_RODATA = { K("reason", T_REASON) };
-static const struct key error_keys[] NL_COLD_RODATA = { K("type", T_ERRTYPE), K("code", T_ERRCODE) };
-static const struct key delta_keys[] NL_COLD_RODATA = { K("stop_reason", T_FINISH) };
-#undef K
+#define IS(lit) (memcmp(s, lit, sizeof lit - 1) == 0)
 
-static uint8_t find_key(const struct key *k, size_t nk, const char *s, size_t n)
+static inline __attribute__((always_inline)) uint8_t key_id(const char *s, size_t n)
 {
-	if (n < 4 || n > 27)
-		return T_SKIP;  /* (every key taken has 4 to 27 bytes) */
-	for (size_t i = 0; i < nk; i++)
-		if (k[i].len == n && k[i].name[0] == s[0] && memcmp(k[i].name, s, n) == 0)
-			return k[i].target;
-	return T_SKIP;
+	switch (n) {
+	case 4:
+		return IS("type") ? K_TYPE : IS("code") ? K_CODE : K_NONE;
+	case 5:
+		return IS("model") ? K_MODEL : IS("usage") ? K_USAGE : IS("error") ? K_ERROR : IS("delta") ? K_DELTA : K_NONE;
+	case 6:
+		return IS("stream") ? K_STREAM : IS("status") ? K_STATUS : IS("reason") ? K_REASON : K_NONE;
+	case 7:
+		return IS("choices") ? K_CHOICES : IS("message") ? K_MESSAGE : K_NONE;
+	case 8:
+		return IS("response") ? K_RESPONSE : K_NONE;
+	case 11:
+		return IS("stop_reason") ? K_STOP_REASON : K_NONE;
+	case 12:
+		return IS("input_tokens") ? K_INPUT : K_NONE;
+	case 13:
+		return IS("prompt_tokens") ? K_PROMPT : IS("output_tokens") ? K_OUTPUT : IS("finish_reason") ? K_FINISH : K_NONE;
+	case 16:
+		return IS("reasoning_tokens") ? K_REASONING : K_NONE;
+	case 17:
+		return IS("completion_tokens") ? K_COMPLETION : K_NONE;
+	case 18:
+		return IS("incomplete_details") ? K_INCOMPLETE : K_NONE;
+	case 21:
+		return IS("output_tokens_details") ? K_OUTPUT_DETAILS : K_NONE;
+	case 23:
+		return IS("cache_read_input_tokens") ? K_CACHE_READ : K_NONE;
+	case 25:
+		return IS("completion_tokens_details") ? K_COMPLETION_DETAILS : K_NONE;
+	case 27:
+		return IS("cache_creation_input_tokens") ? K_CACHE_CREATION : K_NONE;
+	}
+	return K_NONE;
 }
 
-#define FIND(keys, s, n) find_key(keys, sizeof keys / sizeof *keys, s, n)
+#undef IS
+
+/* What each key's value is, in each container that takes it (T_SKIP, 0,
+ * elsewhere). A response or message object takes the document's keys, but
+ * not a response or message of its own. */
+#define ROOT(t) { [C_ROOT] = t, [C_SUB] = t }
+static const uint8_t key_targets[K_N][C_DELTA + 1] NL_COLD_RODATA = {
+	[K_MODEL] = ROOT(T_MODEL),
+	[K_STREAM] = ROOT(T_STREAM),
+	[K_USAGE] = ROOT(T_OBJ_USAGE),
+	[K_CHOICES] = ROOT(T_ARR_CHOICES),
+	[K_TYPE] = { [C_ROOT] = T_TYPE, [C_SUB] = T_TYPE, [C_ERROR] = T_ERRTYPE },
+	[K_CODE] = { [C_ROOT] = T_CODE, [C_SUB] = T_CODE, [C_ERROR] = T_ERRCODE },
+	[K_STATUS] = ROOT(T_STATUS),
+	[K_STOP_REASON] = { [C_ROOT] = T_FINISH, [C_SUB] = T_FINISH, [C_DELTA] = T_FINISH },
+	[K_INCOMPLETE] = ROOT(T_OBJ_INCOMPLETE),
+	[K_ERROR] = ROOT(T_ERROR),
+	[K_DELTA] = ROOT(T_OBJ_DELTA),
+	[K_RESPONSE] = { [C_ROOT] = T_OBJ_SUB },
+	[K_MESSAGE] = { [C_ROOT] = T_OBJ_SUB },
+	[K_PROMPT] = { [C_USAGE] = T_PROMPT },
+	[K_COMPLETION] = { [C_USAGE] = T_COMPLETION },
+	[K_INPUT] = { [C_USAGE] = T_INPUT },
+	[K_OUTPUT] = { [C_USAGE] = T_OUTPUT },
+	[K_CACHE_READ] = { [C_USAGE] = T_CACHE_READ },
+	[K_CACHE_CREATION] = { [C_USAGE] = T_CACHE_CREATION },
+	[K_COMPLETION_DETAILS] = { [C_USAGE] = T_OBJ_DETAILS },
+	[K_OUTPUT_DETAILS] = { [C_USAGE] = T_OBJ_DETAILS },
+	[K_REASONING] = { [C_DETAILS] = T_REASONING },
+	[K_FINISH] = { [C_CHOICE] = T_FINISH },
+	[K_REASON] = { [C_INCOMPLETE] = T_REASON },
+};
+#undef ROOT
 
 /* The target of the value of key s[0..n) in container c. */
-static uint8_t key_target(uint8_t c, const char *s, size_t n)
+static inline uint8_t key_target(uint8_t c, const char *s, size_t n)
 {
-	switch (c) {
-	case C_ROOT:
-		return FIND(root_keys, s, n);
-	case C_SUB: {
-		uint8_t t = FIND(root_keys, s, n);
-		return t == T_OBJ_SUB ? T_SKIP : t;   /* one level of it */
-	}
-	case C_USAGE:
-		return FIND(usage_keys, s, n);
-	case C_DETAILS:
-		return FIND(details_keys, s, n);
-	case C_CHOICE:
-		return FIND(choice_keys, s, n);
-	case C_INCOMPLETE:
-		return FIND(incomplete_keys, s, n);
-	case C_ERROR:
-		return FIND(error_keys, s, n);
-	case C_DELTA:
-		return FIND(delta_keys, s, n);
-	}
-	return T_SKIP;
+	return key_targets[key_id(s, n)][c];
 }
 
 /* The container an object target opens (C_* + 1), 0: not an object target. */
@@ -436,40 +461,114 @@ static inline bool is_ws(uint8_t b)
 	return b == ' ' || b == '\n' || b == '\r' || b == '\t';
 }
 
-/* The first byte at or after p of the bytes set in the masks (quote and
- * backslash always; brackets when brackets), or e. */
-static inline const uint8_t *find_special(const uint8_t *p, const uint8_t *e, bool brackets)
+/* The first quote or backslash at or after p, or e. */
+static inline const uint8_t *find_special(const uint8_t *p, const uint8_t *e)
 {
 #ifdef GENAI_SSE2
 	const __m128i q = _mm_set1_epi8('"'), bs = _mm_set1_epi8('\\');
-	/* '[' 0x5b and '{' 0x7b, ']' 0x5d and '}' 0x7d: one compare a pair with bit 5 set */
-	const __m128i b5 = _mm_set1_epi8(0x20), ob = _mm_set1_epi8('{'), cb = _mm_set1_epi8('}');
 	while (e - p >= 16) {
 		__m128i v = _mm_loadu_si128((const __m128i *)(const void *)p);
-		__m128i m = _mm_or_si128(_mm_cmpeq_epi8(v, q), _mm_cmpeq_epi8(v, bs));
-		if (brackets) {
-			__m128i w = _mm_or_si128(v, b5);
-			m = _mm_or_si128(m, _mm_or_si128(_mm_cmpeq_epi8(w, ob), _mm_cmpeq_epi8(w, cb)));
-		}
-		unsigned bits = (unsigned)_mm_movemask_epi8(m);
+		unsigned bits = (unsigned)_mm_movemask_epi8(_mm_or_si128(_mm_cmpeq_epi8(v, q), _mm_cmpeq_epi8(v, bs)));
 		if (bits)
 			return p + __builtin_ctz(bits);
 		p += 16;
 	}
 #endif
-	for (; p < e; p++) {
-		uint8_t b = *p;
-		if (b == '"' || b == '\\' || (brackets && ((b | 0x20) == '{' || (b | 0x20) == '}')))
+	for (; p < e; p++)
+		if (*p == '"' || *p == '\\')
 			return p;
-	}
 	return e;
+}
+
+/* The number of bits set in x (without the popcnt instruction, which the
+ * baseline x86-64 lacks). */
+static inline unsigned count_bits(uint64_t x)
+{
+	x = x - ((x >> 1) & 0x5555555555555555u);
+	x = (x & 0x3333333333333333u) + ((x >> 2) & 0x3333333333333333u);
+	x = (x + (x >> 4)) & 0x0f0f0f0f0f0f0f0fu;
+	return (unsigned)((x * 0x0101010101010101u) >> 56);
+}
+
+/* One block of w bytes (w <= 64) of a container that is not taken, given as
+ * the masks of its quotes, backslashes, opening and closing brackets (bit i:
+ * byte i). Returns the bytes it took: w, or w + 1 when the block ends in a
+ * backslash whose escaped byte is the next block's first, or fewer when the
+ * container ended in it (*end).
+ *
+ * A block without a backslash is read with masks alone: a byte is inside a
+ * string when the quotes up to it, and whether the block started inside
+ * one, have odd parity; and the container can only end in the block if it
+ * holds as many closing brackets outside strings as there are containers
+ * open. Only a block with a backslash, or the one where the container ends,
+ * is walked a bracket or quote at a time. */
+static inline unsigned skip_block(uint64_t q, uint64_t bs, uint64_t o, uint64_t c, unsigned w, bool *in_str,
+				  uint32_t *depth, bool *end)
+{
+	if (!bs) {
+		uint64_t s = q;
+		s ^= s << 1;
+		s ^= s << 2;
+		s ^= s << 4;
+		s ^= s << 8;
+		s ^= s << 16;
+		s ^= s << 32;
+		s ^= 0 - (uint64_t)*in_str;
+		o &= ~s;
+		c &= ~s;
+		bool str_after = (s >> (w - 1)) & 1;
+		if (c) {
+			unsigned closes = count_bits(c);
+			if (closes >= *depth) {
+				for (uint64_t m = o | c; m; m &= m - 1) {
+					unsigned i = (unsigned)__builtin_ctzll(m);
+					if ((o >> i) & 1) {
+						++*depth;
+					} else if (--*depth == 0) {
+						*end = true;
+						return i + 1;
+					}
+				}
+				*in_str = str_after;
+				return w;
+			}
+			*depth -= closes;
+		}
+		*depth += count_bits(o);
+		*in_str = str_after;
+		return w;
+	}
+	uint64_t str_m = q | bs, out_m = q | o | c;
+	unsigned from = 0;
+	while (from < w) {
+		uint64_t m = (*in_str ? str_m : out_m) >> from;
+		if (!m)
+			break;
+		unsigned i = from + (unsigned)__builtin_ctzll(m);
+		from = i + 1;
+		if (*in_str) {
+			if ((bs >> i) & 1)
+				from = i + 2;   /* past the escaped byte, maybe in the next block */
+			else
+				*in_str = false;
+		} else if ((q >> i) & 1) {
+			*in_str = true;
+		} else if ((o >> i) & 1) {
+			++*depth;
+		} else if (--*depth == 0) {
+			*end = true;
+			return from;
+		}
+	}
+	return from > w ? from : w;
 }
 
 /* Inside a container that is not taken (J_SKIP, J_SKIPIN): its bytes up to
  * its end, or all of [p, e). Returns past what it took; j->mode is J_AFTER
- * once the container closed. Sixteen bytes at a time: the masks of quotes,
- * backslashes and brackets once per block, then only their bits, by
- * whether they fall inside a string or not. */
+ * once the container closed. Blocks of 64 bytes (16 near the end), and
+ * among them those with none of the bytes that matter here (quotes,
+ * backslashes, brackets) cost a few instructions: the rest go through
+ * skip_block. */
 static const uint8_t *skip_container(struct nl_genai_json *j, const uint8_t *p, const uint8_t *e)
 {
 	bool in_str = j->mode == J_SKIPIN;
@@ -479,47 +578,79 @@ static const uint8_t *skip_container(struct nl_genai_json *j, const uint8_t *p, 
 		p++;            /* the escaped byte (p < e: the caller has bytes) */
 	}
 #ifdef GENAI_SSE2
-	const __m128i q = _mm_set1_epi8('"'), bs = _mm_set1_epi8('\\'), b5 = _mm_set1_epi8(0x20),
-		      ob = _mm_set1_epi8('{'), cb = _mm_set1_epi8('}');
+	/* Signed, the bytes above 'Z' are '[', '\\', ']', lowercase letters,
+	 * '{', '}' and DEL: with '"', all that a block need be looked at for.
+	 * '[' 0x5b and '{' 0x7b, ']' 0x5d and '}' 0x7d: one compare a pair,
+	 * with bit 5 set. */
+	const __m128i vq = _mm_set1_epi8('"'), vbs = _mm_set1_epi8('\\'), b5 = _mm_set1_epi8(0x20),
+		      vo = _mm_set1_epi8('{'), vc = _mm_set1_epi8('}'), vz = _mm_set1_epi8('Z');
+#define LOOK(v) _mm_or_si128(_mm_cmpgt_epi8(v, vz), _mm_cmpeq_epi8(v, vq))
+#define BITS(v, x, k) ((uint64_t)(uint32_t)_mm_movemask_epi8(_mm_cmpeq_epi8(v, x)) << (16 * (k)))
+	bool dense = false;
 	while (e - p >= 16) {
-		__m128i v = _mm_loadu_si128((const __m128i *)(const void *)p);
-		__m128i w = _mm_or_si128(v, b5);
-		unsigned mq = (unsigned)_mm_movemask_epi8(_mm_cmpeq_epi8(v, q));
-		unsigned str_m = mq | (unsigned)_mm_movemask_epi8(_mm_cmpeq_epi8(v, bs));
-		unsigned out_m = mq | (unsigned)_mm_movemask_epi8(_mm_or_si128(_mm_cmpeq_epi8(w, ob), _mm_cmpeq_epi8(w, cb)));
-		unsigned from = 0;
-		for (;;) {
-			unsigned m = (in_str ? str_m : out_m) >> from;
-			if (!m)
-				break;
-			unsigned i = from + (unsigned)__builtin_ctz(m);
-			uint8_t c = p[i];
-			from = i + 1;
-			if (in_str) {
-				if (c == '\\') {
-					from = i + 2;   /* past the escaped byte, maybe in the next block */
-					if (from > 16)
-						break;
-				} else {
-					in_str = false;
-				}
-			} else if (c == '"') {
-				in_str = true;
-			} else if ((c | 0x20) == '{') {
-				depth++;
-			} else if (--depth == 0) {
-				j->skip = 0;
-				j->mode = J_AFTER;
-				return p + i + 1;
+		uint64_t q, bs, o, c;
+		unsigned w;
+		if (e - p >= 64) {
+			const __m128i *at = (const __m128i *)(const void *)p;
+			__m128i v0 = _mm_loadu_si128(at), v1 = _mm_loadu_si128(at + 1), v2 = _mm_loadu_si128(at + 2),
+				v3 = _mm_loadu_si128(at + 3);
+			if (!dense &&
+			    !_mm_movemask_epi8(_mm_or_si128(_mm_or_si128(LOOK(v0), LOOK(v1)), _mm_or_si128(LOOK(v2), LOOK(v3))))) {
+				p += 64;
+				continue;
 			}
+			w = 64;
+			q = BITS(v0, vq, 0) | BITS(v1, vq, 1) | BITS(v2, vq, 2) | BITS(v3, vq, 3);
+			__m128i s0 = _mm_cmpeq_epi8(v0, vbs), s1 = _mm_cmpeq_epi8(v1, vbs), s2 = _mm_cmpeq_epi8(v2, vbs),
+				s3 = _mm_cmpeq_epi8(v3, vbs);
+			bs = 0;
+			if (_mm_movemask_epi8(_mm_or_si128(_mm_or_si128(s0, s1), _mm_or_si128(s2, s3))))
+				bs = (uint64_t)(uint32_t)_mm_movemask_epi8(s0) |
+				     (uint64_t)(uint32_t)_mm_movemask_epi8(s1) << 16 |
+				     (uint64_t)(uint32_t)_mm_movemask_epi8(s2) << 32 |
+				     (uint64_t)(uint32_t)_mm_movemask_epi8(s3) << 48;
+			v0 = _mm_or_si128(v0, b5);
+			v1 = _mm_or_si128(v1, b5);
+			v2 = _mm_or_si128(v2, b5);
+			v3 = _mm_or_si128(v3, b5);
+			o = BITS(v0, vo, 0) | BITS(v1, vo, 1) | BITS(v2, vo, 2) | BITS(v3, vo, 3);
+			c = BITS(v0, vc, 0) | BITS(v1, vc, 1) | BITS(v2, vc, 2) | BITS(v3, vc, 3);
+			/* The next block is looked at first only after one with
+			 * nothing in it. */
+			dense = q | bs | o | c;
+			if (!dense) {
+				p += 64;
+				continue;
+			}
+		} else {
+			__m128i v = _mm_loadu_si128((const __m128i *)(const void *)p);
+			if (!_mm_movemask_epi8(LOOK(v))) {
+				p += 16;
+				continue;
+			}
+			w = 16;
+			q = BITS(v, vq, 0);
+			bs = BITS(v, vbs, 0);
+			v = _mm_or_si128(v, b5);
+			o = BITS(v, vo, 0);
+			c = BITS(v, vc, 0);
 		}
-		if (from == 17 && e - p == 16) {
+		bool end = false;
+		unsigned took = skip_block(q, bs, o, c, w, &in_str, &depth, &end);
+		if (end) {
+			j->skip = 0;
+			j->mode = J_AFTER;
+			return p + took;
+		}
+		if (took > (size_t)(e - p)) {
 			j->esc = true;  /* the escaped byte comes with the next call */
 			p = e;
 			break;
 		}
-		p += from > 16 ? from : 16;
+		p += took;
 	}
+#undef LOOK
+#undef BITS
 #endif
 	for (; p < e; p++) {
 		uint8_t c = *p;
@@ -547,6 +678,103 @@ static const uint8_t *skip_container(struct nl_genai_json *j, const uint8_t *p, 
 	return e;
 }
 
+static inline const uint8_t *skip_ws(const uint8_t *p, const uint8_t *e)
+{
+	while (p < e && *p <= ' ' && is_ws(*p))
+		p++;
+	return p;
+}
+
+/* The byte that ends a literal, as J_NUM and J_SKIPLIT have it. */
+static inline bool ends_literal(uint8_t b)
+{
+	return b == ',' || (b | 0x20) == '}' || is_ws(b);
+}
+
+/* At J_KEY: the pairs of the object that [p, e) holds whole, read in one
+ * go, each the way the states above would read it byte by byte. This is
+ * where an event stream's chunks spend their time: a dozen short pairs
+ * each. Returns past what it read, with j->mode where that left it; p
+ * itself when the first pair is not whole here, or not plain ("key": then
+ * a string without escapes, a literal, or a container's first byte, with
+ * whitespace only between), for the states to read. */
+static const uint8_t *pairs(struct run *r, const uint8_t *p, const uint8_t *e)
+{
+	struct nl_genai_json *j = &r->s->j;
+	for (;;) {
+		const uint8_t *pair = p;
+		p = skip_ws(p, e);
+		if (p == e || *p != '"')
+			return pair;
+		const uint8_t *k = p + 1, *q = find_special(k, e);
+		if (q == e || *q != '"')
+			return pair;
+		uint8_t t = key_target(j->stack[j->depth - 1], (const char *)k, (size_t)(q - k));
+		p = skip_ws(q + 1, e);
+		if (p == e || *p != ':')
+			return pair;
+		p = skip_ws(p + 1, e);
+		if (p == e)
+			return pair;
+		uint8_t b = *p;
+		if (b == '"') {
+			const uint8_t *s = p + 1;
+			q = find_special(s, e);
+			if (q == e || *q != '"')
+				return pair;
+			if (is_string_target(t)) {
+				size_t n = (size_t)(q - s);
+				bool trunc = n > sizeof j->cap.text;
+				take_string(r, t, (const char *)s, trunc ? sizeof j->cap.text : n, trunc);
+			}
+			p = q + 1;
+		} else if (b == '{' || b == '[') {
+			j->target = t;
+			value_begin(r, b);
+			if (j->mode != J_SKIP)
+				return p + 1;
+			/* A container not taken: skipped here, when it ends here. */
+			p = skip_container(j, p + 1, e);
+			if (j->mode != J_AFTER)
+				return p;
+		} else if (b != ']' && b != ',' && b != '}') {
+			q = p;
+			while (q < e && !ends_literal(*q))
+				q++;
+			if (q == e)
+				return pair;
+			if (is_number_target(t)) {
+				size_t n = (size_t)(q - p);
+				uint64_t v = 0;
+				size_t i = 0;
+				for (; i < n && p[i] >= '0' && p[i] <= '9'; i++)
+					v = v * 10 + (uint64_t)(p[i] - '0');
+				if (i == n && n <= 18)
+					take_number(r, t, (int64_t)v);
+			} else if (t == T_STREAM && (b == 't' || b == 'f')) {
+				r->s->r.stream = b == 't';
+			}
+			p = q;
+		} else {
+			return pair;
+		}
+		/* After the value: the next pair, the object's end, or the
+		 * states. */
+		p = skip_ws(p, e);
+		if (p < e && *p == ',') {
+			j->mode = J_KEY;
+			p++;
+			continue;
+		}
+		if (p < e && (*p == '}' || *p == ']')) {
+			pop(r);
+			return p + 1;
+		}
+		j->mode = J_AFTER;
+		return p;
+	}
+}
+
 /* JSON bytes [p, e). */
 static void json_feed(struct run *r, const uint8_t *p, const uint8_t *e)
 {
@@ -561,7 +789,12 @@ static void json_feed(struct run *r, const uint8_t *p, const uint8_t *e)
 			else if (!is_ws(b))
 				value_begin(r, b);
 			break;
-		case J_KEY:
+		case J_KEY: {
+			const uint8_t *q = pairs(r, p, e);
+			if (q != p) {
+				p = q;
+				break;
+			}
 			b = *p++;
 			if (b == '"') {
 				j->key_len = 0;
@@ -572,13 +805,14 @@ static void json_feed(struct run *r, const uint8_t *p, const uint8_t *e)
 				pop(r);
 			}
 			break;
+		}
 		case J_KEYSTR: {
 			if (j->esc) {
 				j->esc = false;
 				p++;
 				break;
 			}
-			const uint8_t *q = find_special(p, e, false);
+			const uint8_t *q = find_special(p, e);
 			size_t n = (size_t)(q - p);
 			if (q < e && *q == '"' && !j->key_len && !j->bad) {
 				/* The whole key in this call, the usual case: read where it is. */
@@ -623,7 +857,7 @@ static void json_feed(struct run *r, const uint8_t *p, const uint8_t *e)
 				p++;
 				break;
 			}
-			const uint8_t *q = find_special(p, e, false);
+			const uint8_t *q = find_special(p, e);
 			if (j->mode == J_STR && !j->bad) {
 				size_t n = (size_t)(q - p), room = sizeof j->cap.text - j->cap.len;
 				if (n > room)
@@ -724,19 +958,47 @@ static void dispatch(struct run *r)
 static inline const uint8_t *find_eol(const uint8_t *p, const uint8_t *e)
 {
 #ifdef GENAI_SSE2
-	const __m128i lf = _mm_set1_epi8('\n'), cr = _mm_set1_epi8('\r');
+	/* Bytes up to CR (unsigned): LF, CR, and control bytes that a data
+	 * line seldom holds, looked at one by one. 64 bytes at a time. */
+	const __m128i cr = _mm_set1_epi8('\r');
+#define LOW(v) _mm_cmpeq_epi8(_mm_min_epu8(v, cr), v)
+	while (e - p >= 64) {
+		const __m128i *at = (const __m128i *)(const void *)p;
+		__m128i v0 = LOW(_mm_loadu_si128(at)), v1 = LOW(_mm_loadu_si128(at + 1)), v2 = LOW(_mm_loadu_si128(at + 2)),
+			v3 = LOW(_mm_loadu_si128(at + 3));
+		if (_mm_movemask_epi8(_mm_or_si128(_mm_or_si128(v0, v1), _mm_or_si128(v2, v3))))
+			break;
+		p += 64;
+	}
 	while (e - p >= 16) {
-		__m128i v = _mm_loadu_si128((const __m128i *)(const void *)p);
-		unsigned bits = (unsigned)_mm_movemask_epi8(_mm_or_si128(_mm_cmpeq_epi8(v, lf), _mm_cmpeq_epi8(v, cr)));
-		if (bits)
-			return p + __builtin_ctz(bits);
+		unsigned bits = (unsigned)_mm_movemask_epi8(LOW(_mm_loadu_si128((const __m128i *)(const void *)p)));
+		for (; bits; bits &= bits - 1) {
+			const uint8_t *q = p + __builtin_ctz(bits);
+			if (*q == '\n' || *q == '\r')
+				return q;
+		}
 		p += 16;
 	}
+#undef LOW
 #endif
 	for (; p < e; p++)
 		if (*p == '\n' || *p == '\r')
 			return p;
 	return e;
+}
+
+/* A line's field name ended: a data line joins the event's data (its
+ * lines join with a LF), an event line starts the event's name. */
+static void field_name(struct run *r, bool data, bool event)
+{
+	struct nl_genai_scan *s = r->s;
+	if (data) {
+		if (s->has_data)
+			json_feed(r, (const uint8_t *)"\n", (const uint8_t *)"\n" + 1);
+		s->has_data = true;
+	}
+	if (event)
+		s->event.len = 0, s->event.truncated = false;
 }
 
 static void sse_feed(struct run *r, const uint8_t *p, const uint8_t *e)
@@ -759,6 +1021,16 @@ static void sse_feed(struct run *r, const uint8_t *p, const uint8_t *e)
 				dispatch(r);
 				break;
 			}
+			/* A data or event line whose name is all here: straight to
+			 * its value. */
+			if (e - p >= 6 && (memcmp(p, "data:", 5) == 0 || memcmp(p, "event:", 6) == 0)) {
+				bool data = *p == 'd';
+				p += data ? 5 : 6;
+				field_name(r, data, !data);
+				s->line = L_SPACE;
+				s->name[7] = data;
+				break;
+			}
 			s->name_len = 0;
 			s->line = L_NAME;
 			break;
@@ -768,13 +1040,7 @@ static void sse_feed(struct run *r, const uint8_t *p, const uint8_t *e)
 				/* A line without a colon names a field with an empty value. */
 				bool data = s->name_len == 4 && memcmp(s->name, "data", 4) == 0;
 				bool event = s->name_len == 5 && memcmp(s->name, "event", 5) == 0;
-				if (data) {
-					if (s->has_data)
-						json_feed(r, (const uint8_t *)"\n", (const uint8_t *)"\n" + 1);
-					s->has_data = true;
-				}
-				if (event)
-					s->event.len = 0, s->event.truncated = false;
+				field_name(r, data, event);
 				if (b != ':') {
 					s->cr = b == '\r';
 					s->line = L_START;
