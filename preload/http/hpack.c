@@ -277,12 +277,16 @@ bool nl_hpack_end(const struct nl_hpack_dec *d) { return d->state == ST_REP; }
 static enum nl_hpack_result emit_indexed(struct nl_hpack_dec *d, const struct nl_hpack_table *t, uint32_t i,
 					 nl_hpack_sink sink, void *ctx)
 {
-	struct nl_hpack_out o = { 0 };
+	struct nl_hpack_out o;
 	if (i == 0)
 		return NL_HPACK_BAD;
 	if (i <= 61) {
 		const struct static_entry *s = &static_table[i];
+		d->started = true;
+		if (s->field == NL_HF_OTHER && !d->all)
+			return NL_HPACK_OK;
 		o.field = s->field;
+		o.truncated = false;
 		o.value = s->value;
 		o.len = s->value_len;
 		o.value_len = s->value_len;
@@ -292,15 +296,25 @@ static enum nl_hpack_result emit_indexed(struct nl_hpack_dec *d, const struct nl
 		if (i - 62 >= t->n)
 			return NL_HPACK_BAD;
 		const struct nl_hpack_entry *e = entry(t, i - 62);
+		d->started = true;
+		if (e->field == NL_HF_OTHER && !d->all)
+			return NL_HPACK_OK;     /* (nothing of it is kept, nor read) */
 		o.field = e->field;
-		ring_read(t, e->off, d->value, e->len);
-		o.value = d->value;
+		/* In place, unless the value wraps round the ring's end: the
+		 * sink copies what it keeps before the table changes. */
+		if (e->off + e->len <= NL_HPACK_CAP) {
+			o.value = t->ring + e->off;
+		} else {
+			ring_read(t, e->off, d->value, e->len);
+			o.value = d->value;
+		}
 		o.len = e->len;
 		o.truncated = e->field == NL_HF_PATH && e->len < e->size - 32 - e->name_len;
+		o.value_len = 0;
+		o.name = NULL;
+		o.name_len = 0;
 	}
-	d->started = true;
-	if (o.field != NL_HF_OTHER || d->all)
-		sink(ctx, &o);
+	sink(ctx, &o);
 	return NL_HPACK_OK;
 }
 
@@ -464,6 +478,12 @@ enum nl_hpack_result nl_hpack_feed(struct nl_hpack_dec *d, struct nl_hpack_table
 		case ST_REP:
 			b = p[i++];
 			if (b & 0x80) {
+				/* An indexed field, most of a block once the table
+				 * is in use: straight to it when the index fits. */
+				if (b != 0xff) {
+					r = emit_indexed(d, t, b & 0x7fu, sink, ctx);
+					break;
+				}
 				d->rep = R_INDEXED;
 				prefix = 7;
 			} else if (b & 0x40) {
