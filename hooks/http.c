@@ -113,13 +113,16 @@ static __attribute__((noinline)) void finish(struct nl_http_feed *f, unsigned sl
 		return;
 	struct pending *p = &c->slots[slot];
 	uint64_t duration_ns = (uint64_t)(uint32_t)(now_us_inline(f) - p->start_us) * 1000;
+	/* (a model call's end first: nothing need live across the metrics' call) */
+	if (p->kind & NL_PENDING_GENAI)
+		nl_genai_conn_finish(f, slot, status, p->start_us, duration_ns);
 	if (c->side == NL_HTTP_SERVER) {
 		/* One call: the exchange, and its request's end as an active one. */
 		struct nl_http_exchange x = {
-			.method = p->method,
+			.method = p->kind & NL_PENDING_METHOD,
 			.route = p->route,
 			.status = status,
-			.version_minor = p->minor,
+			.version_minor = !!(p->kind & NL_PENDING_MINOR),
 			.tls = c->flags & NL_HTTPCONN_TLS,
 			.counted = open & NL_SLOT_COUNTED,
 			.name = (int)p->name - 2,
@@ -130,18 +133,16 @@ static __attribute__((noinline)) void finish(struct nl_http_feed *f, unsigned sl
 		nl_http_server_done(&x);
 	} else {
 		struct nl_http_exchange x = {
-			.method = p->method,
+			.method = p->kind & NL_PENDING_METHOD,
 			.host = atomic_load_explicit(&c->host, memory_order_relaxed),
 			.port = atomic_load_explicit(&c->port, memory_order_relaxed),
 			.dest = atomic_load_explicit(&c->dest, memory_order_relaxed),
 			.status = status,
-			.version_minor = p->minor,
+			.version_minor = !!(p->kind & NL_PENDING_MINOR),
 			.duration_ns = duration_ns,
 		};
 		nl_http_client_done(&x);
 	}
-	if (p->genai)
-		nl_genai_conn_finish(f, slot, status, p->start_us, duration_ns);
 }
 
 /* Malformed or contended: requests counted as active stop counting, and
@@ -155,8 +156,8 @@ static __attribute__((noinline)) void drop_open(struct nl_httpconn *c)
 			continue;
 		uint8_t open = atomic_exchange(&c->open[s], 0);
 		if ((open & NL_SLOT_COUNTED) && c->side == NL_HTTP_SERVER)
-			nl_http_server_ended(c->slots[s].method, c->flags & NL_HTTPCONN_TLS, (int)c->slots[s].name - 2);
-		if (open && c->slots[s].genai)
+			nl_http_server_ended(c->slots[s].kind & NL_PENDING_METHOD, c->flags & NL_HTTPCONN_TLS, (int)c->slots[s].name - 2);
+		if (open && (c->slots[s].kind & NL_PENDING_GENAI))
 			nl_genai_conn_drop(c, s);
 	}
 }
@@ -190,6 +191,16 @@ __attribute__((noinline)) void nl_http_request_host(struct nl_httpconn *c, const
 	}
 }
 
+/* A model call's request line: its exchange, when the pool has room, and
+ * its bodies tapped. */
+static __attribute__((noinline)) void start_call(struct nl_httpconn *c, unsigned slot, const struct nl_h1_event *ev)
+{
+	if (nl_genai_conn_begin(c, slot, nl_genai_target_op(ev->target, ev->target_len))) {
+		c->slots[slot].kind |= NL_PENDING_GENAI;
+		nl_h1_tap(&c->h1);
+	}
+}
+
 /* The request line: its method, its route (server), the request counted as
  * active; its start is the call of its first byte (this call, when the
  * parser folded REQ_BEGIN in). Out of line, so that nl_http_on_event's cheap cases
@@ -201,25 +212,25 @@ static __attribute__((noinline)) void request_line(struct nl_http_feed *f, const
 	struct pending *p = &c->slots[slot];
 	p->start_us = ev->folded & NL_H1_FOLD_BEGIN ? now_us_inline(f) : c->begin_us;
 	atomic_store_explicit(&p->request_body, 0, memory_order_relaxed);
-	p->minor = (uint8_t)ev->version_minor;
+	unsigned kind = ev->version_minor ? NL_PENDING_MINOR : 0;
 	if (ev->same_line) {
-		/* A keep-alive connection asking for the same again: its method
-		 * and route are the previous request's, in the slot before. */
+		/* A keep-alive connection asking for the same again: its method,
+		 * route and whether it is a model call are the previous
+		 * request's, in the slot before. */
 		const struct pending *prev = &c->slots[(slot + NL_H1_PIPELINE - 1) % NL_H1_PIPELINE];
-		p->method = prev->method;
+		kind |= prev->kind & (NL_PENDING_METHOD | NL_PENDING_CALL);
 		p->route = prev->route;
 	} else {
-		p->method = (uint8_t)nl_http_method_of(ev->method, ev->method_len);
+		kind |= nl_http_method_of(ev->method, ev->method_len);
 		p->route = NL_ROUTE_NONE;
 		if (c->side == NL_HTTP_SERVER)
 			p->route = (int16_t)nl_http_route(ev->target, ev->target_len, ev->target_truncated);
+		if (!ev->target_truncated && nl_genai_target_op(ev->target, ev->target_len) != NL_GENAI_OP_NONE)
+			kind |= NL_PENDING_CALL;
 	}
-	enum nl_genai_op op = nl_genai_target_op(ev->target, ev->target_len);
-	p->genai = 0;
-	if (__builtin_expect(op != NL_GENAI_OP_NONE, 0) && !ev->target_truncated && nl_genai_conn_begin(c, slot, op)) {
-		p->genai = 1;
-		nl_h1_tap(&c->h1);
-	}
+	p->kind = (uint8_t)kind;
+	if (__builtin_expect(kind & NL_PENDING_CALL, 0))
+		start_call(c, slot, ev);
 	/* release: the fields above before a response's finish reads them */
 	atomic_store_explicit(&c->open[slot], NL_SLOT_OPEN, memory_order_release);
 }
@@ -245,7 +256,7 @@ static int server_name(const char *host, size_t n, uint32_t key)
  * connection's last Host value when the same. The response may already have
  * ended it (a server answering before the head is read): then it is not
  * counted after all. */
-int nl_http_conn_name(struct nl_httpconn *c, const char *host, size_t n)
+static inline __attribute__((always_inline)) int conn_name(struct nl_httpconn *c, const char *host, size_t n)
 {
 	int name = NL_HTTP_NAME_NONE;
 	if (host) {
@@ -261,17 +272,23 @@ int nl_http_conn_name(struct nl_httpconn *c, const char *host, size_t n)
 	return name;
 }
 
+int nl_http_conn_name(struct nl_httpconn *c, const char *host, size_t n)
+{
+	return conn_name(c, host, n);
+}
+
 static __attribute__((noinline)) void server_head(struct nl_httpconn *c, unsigned slot, const char *host, size_t n)
 {
-	int name = nl_http_conn_name(c, host, n);
+	int name = conn_name(c, host, n);
 	struct pending *p = &c->slots[slot];
 	bool tls = c->flags & NL_HTTPCONN_TLS;
 	p->name = (uint8_t)(name + 2);
-	if (!nl_http_server_started(p->method, tls, name))
+	unsigned method = p->kind & NL_PENDING_METHOD;
+	if (!nl_http_server_started(method, tls, name))
 		return;
 	uint8_t open = NL_SLOT_OPEN;
 	if (!atomic_compare_exchange_strong(&c->open[slot], &open, NL_SLOT_OPEN | NL_SLOT_COUNTED))
-		nl_http_server_ended(p->method, tls, name);
+		nl_http_server_ended(method, tls, name);
 }
 
 void nl_http_on_event(void *ctx, const struct nl_h1_event *ev)
@@ -295,7 +312,7 @@ void nl_http_on_event(void *ctx, const struct nl_h1_event *ev)
 		atomic_store_explicit(&c->slots[ev->slot % NL_H1_PIPELINE].request_body,
 				      ev->body_size > UINT32_MAX ? UINT32_MAX : (uint32_t)ev->body_size,
 				      memory_order_relaxed);
-		if (c->slots[ev->slot % NL_H1_PIPELINE].genai)
+		if (c->slots[ev->slot % NL_H1_PIPELINE].kind & NL_PENDING_GENAI)
 			nl_genai_conn_request_end(c, ev->slot % NL_H1_PIPELINE);
 		break;
 	case NL_H1_BODY:        /* only a model call's (nl_h1_tap) */
@@ -304,9 +321,10 @@ void nl_http_on_event(void *ctx, const struct nl_h1_event *ev)
 	case NL_H1_RESP_HEAD:
 		break;
 	case NL_H1_RESP_END:    /* RESP_HEAD folded in or not, the same */
-		finish(f, ev->slot % NL_H1_PIPELINE, ev->status, ev->body_size);
+		/* (the mark first: finish is then the handler's tail call) */
 		if (ev->upgraded)
 			atomic_store_explicit(&c->upgrade, NL_UPGRADE_101, memory_order_relaxed);
+		finish(f, ev->slot % NL_H1_PIPELINE, ev->status, ev->body_size);
 		break;
 	case NL_H1_ABORTED:
 		finish(f, ev->slot % NL_H1_PIPELINE, 0, 0);

@@ -267,6 +267,13 @@ bool nl_http2_switch(struct nl_httpconn *c, enum nl_h1_dir dir, const void *buf,
 	return nl_http2_feed(c, dir, buf, n, t0_ns);
 }
 
+void nl_http_feed_stopped(const struct nl_http_feed *f)
+{
+	struct nl_httpconn *c = f->c;
+	enum nl_h1_dir dir = f->busy == &c->busy[NL_H1_RESPONSE] ? NL_H1_RESPONSE : NL_H1_REQUEST;
+	nl_http_unclaim_quick(f, nl_http2_switch(c, dir, f->buf, f->n, f->now_ns));
+}
+
 void nl_http2_close(struct nl_httpconn *c)
 {
 	struct feed f = { .c = c, .p = c->h2 };

@@ -28,10 +28,16 @@ struct pending {
 	 * reading the response may read it meanwhile. */
 	_Atomic uint32_t request_body;
 	int16_t route;          /* server: route id */
-	uint8_t method : 6;
-	uint8_t genai : 1;      /* a model call: its exchange is in genaiconn.c's pool */
-	uint8_t minor : 1;      /* the request's HTTP/1.x version */
+	uint8_t kind;           /* its method's index and the NL_PENDING_* flags, in one byte that
+				 * a request line writes in one store */
 	uint8_t name;           /* server: its server name id + 2 (httpmetrics.h) */
+};
+
+enum {
+	NL_PENDING_METHOD = 0x1f,       /* the method's index (httpmetrics.h) */
+	NL_PENDING_CALL = 0x20,         /* the target names a model call */
+	NL_PENDING_GENAI = 0x40,        /* a model call being read: its exchange is in genaiconn.c's pool */
+	NL_PENDING_MINOR = 0x80,        /* HTTP/1.1 (else 1.0) */
 };
 
 enum { NL_SLOT_OPEN = 1, NL_SLOT_COUNTED = 2 };
@@ -85,8 +91,10 @@ static inline __attribute__((always_inline)) struct nl_httpconn *nl_httpconn_loo
 struct nl_http_feed {
 	struct nl_httpconn *c;
 	uint64_t now_ns;        /* read once per call, when an event needs it */
-	struct nl_fd *e;        /* nl_http_feed_bytes: the fd's entry, and */
-	_Atomic uint8_t *busy;  /* the busy flag of the direction it claimed */
+	struct nl_fd *e;        /* nl_http_feed_bytes: the fd's entry, */
+	_Atomic uint8_t *busy;  /* the busy flag of the direction it claimed, */
+	const void *buf;        /* and the bytes, for nl_http2_switch_feed */
+	size_t n;
 };
 
 /* The time of a feed's call, in the glue's microseconds: read once, when
@@ -109,6 +117,11 @@ int nl_http_conn_name(struct nl_httpconn *c, const char *host, size_t n);
  * they are fed to it. Whether it is still followed. */
 bool nl_http2_switch(struct nl_httpconn *c, enum nl_h1_dir dir, const void *buf, size_t n, uint64_t t0_ns)
 	__attribute__((noinline));
+/* nl_http_feed_bytes's parser stopped: the switch to HTTP/2 tried, the
+ * direction freed, the fd no longer followed unless HTTP/2 goes on. From
+ * the feed, so that nothing of the call need live in registers across the
+ * parser's. */
+void nl_http_feed_stopped(const struct nl_http_feed *f) __attribute__((noinline));
 /* nl_http_feed_bytes past its usual case: a connection's first bytes, another
  * thread feeding the same direction. */
 void nl_http_bytes_slow(struct nl_fd *e, int fd, int out, const void *buf, size_t n, uint64_t t0_ns)
@@ -158,11 +171,12 @@ static inline __attribute__((always_inline)) void nl_http_feed_bytes(struct nl_f
 		nl_http_bytes_slow(e, fd, out, buf, n, t0_ns);
 		return;
 	}
-	struct nl_http_feed f = { .c = c, .now_ns = t0_ns, .e = e, .busy = &c->busy[dir] };
-	bool active = nl_h1_feed(&c->h1, dir, buf, n, nl_http_on_event, &f);
-	if (__builtin_expect(!active, 0))
-		active = nl_http2_switch(c, dir, buf, n, t0_ns);
-	nl_http_unclaim_quick(&f, active);
+	struct nl_http_feed f = { .c = c, .now_ns = t0_ns, .e = e, .busy = &c->busy[dir], .buf = buf, .n = n };
+	if (__builtin_expect(!nl_h1_feed(&c->h1, dir, buf, n, nl_http_on_event, &f), 0)) {
+		nl_http_feed_stopped(&f);
+		return;
+	}
+	atomic_store_explicit(f.busy, 0, memory_order_release);
 }
 
 /* The same for bytes moved unseen (nl_http_opaque in http.h): nginx sends

@@ -457,7 +457,7 @@ static inline __attribute__((always_inline)) uint64_t pack(bool client, const st
 {
 	/* status: three digits (h1.h), 0 for none; ten bits hold it. */
 	uint64_t k = 1u | (uint64_t)client << 1 | (uint64_t)(x->method & 0xf) << 2 | (uint64_t)(x->status & 0x3ff) << 6 |
-		     (uint64_t)(x->version_minor & 1) << 16 | (uint64_t)(x->version_minor >> 1 & 1) << 59;
+		     (uint64_t)(x->version_minor & 3) << 59;
 	if (client)
 		return k | ((uint64_t)(x->host + 1) & 0x1ff) << 17 | (uint64_t)(x->port & 0xffff) << 33 |
 		       (uint64_t)((unsigned)x->dest & 0x1ff) << 49;
