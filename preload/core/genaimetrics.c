@@ -14,7 +14,7 @@
 #include "state.h"
 
 NL_LOAD_STATE bool nl_genai_on;
-NL_LOAD_STATE bool nl_genai_rules;
+NL_LOAD_STATE uint8_t nl_genai_min_target = 255;
 
 NL_LOAD_STATE static const char *provider_override;   /* NEMOLENS_GENAI_PROVIDER */
 NL_LOAD_STATE static const char *server_name;         /* nemo.gym.server.name */
@@ -65,7 +65,8 @@ static void parse_rules(const char *v)
 		if (*v == ',')
 			v++;
 	}
-	nl_genai_rules = n_rules > 0;
+	if (n_rules)
+		nl_genai_min_target = 1;
 }
 
 enum nl_genai_op nl_genai_rule_op(const char *t, size_t n)
@@ -495,7 +496,7 @@ NL_LOAD_PATH void nl_genaimetrics_init(const struct nl_config *cfg)
 	provider_override = cfg->genai_provider;
 	server_name = cfg->server_name;
 	n_rules = 0;
-	nl_genai_rules = false;
+	nl_genai_min_target = nl_genai_on ? 12 : 255;
 	if (nl_genai_on)
 		parse_rules(cfg->genai_paths);
 }

@@ -23,8 +23,10 @@
 
 /* Whether model calls are read at all (NEMOLENS_GENAI, and the HTTP layer). */
 extern bool nl_genai_on;
-/* Whether NEMOLENS_GENAI_PATHS gave rules of its own. */
-extern bool nl_genai_rules;
+/* The shortest request target that may be a model call: 12, the built-in
+ * paths' (each ends in "s"); 1 with rules of NEMOLENS_GENAI_PATHS; 255
+ * with the feature off. */
+extern uint8_t nl_genai_min_target;
 
 void nl_genaimetrics_init(const struct nl_config *cfg);
 void nl_genaimetrics_register(void);
@@ -37,7 +39,8 @@ enum nl_genai_op nl_genai_rule_op(const char *target, size_t n);
  * Every built-in path ends in "s"; with rules of its own, any may. */
 static inline enum nl_genai_op nl_genai_target_op(const char *t, size_t n)
 {
-	if (__builtin_expect(!nl_genai_on, 0) || (!nl_genai_rules && (n < 12 || t[n - 1] != 's')))
+	unsigned min = nl_genai_min_target;
+	if (n < min || (min == 12 && t[n - 1] != 's'))
 		return NL_GENAI_OP_NONE;
 	return nl_genai_rule_op(t, n);
 }
