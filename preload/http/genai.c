@@ -182,7 +182,7 @@ static const uint8_t key_targets[K_N][C_DELTA + 1] NL_COLD_RODATA = {
 #undef ROOT
 
 /* The target of the value of key s[0..n) in container c. */
-static inline uint8_t key_target(uint8_t c, const char *s, size_t n)
+static inline __attribute__((always_inline)) uint8_t key_target(uint8_t c, const char *s, size_t n)
 {
 	return key_targets[key_id(s, n)][c];
 }
@@ -685,6 +685,16 @@ static inline const uint8_t *skip_ws(const uint8_t *p, const uint8_t *e)
 	return p;
 }
 
+/* Past the byte c that comes next, whitespace before it skipped; NULL
+ * when another byte, or none, comes. */
+static inline const uint8_t *expect(const uint8_t *p, const uint8_t *e, uint8_t c)
+{
+	if (p < e && *p == c)
+		return p + 1;
+	p = skip_ws(p, e);
+	return p < e && *p == c ? p + 1 : NULL;
+}
+
 /* The byte that ends a literal, as J_NUM and J_SKIPLIT have it. */
 static inline bool ends_literal(uint8_t b)
 {
@@ -702,20 +712,21 @@ static const uint8_t *pairs(struct run *r, const uint8_t *p, const uint8_t *e)
 {
 	struct nl_genai_json *j = &r->s->j;
 	for (;;) {
-		const uint8_t *pair = p;
-		p = skip_ws(p, e);
-		if (p == e || *p != '"')
+		const uint8_t *pair = p, *k = expect(p, e, '"');
+		if (!k)
 			return pair;
-		const uint8_t *k = p + 1, *q = find_special(k, e);
+		const uint8_t *q = find_special(k, e);
 		if (q == e || *q != '"')
 			return pair;
 		uint8_t t = key_target(j->stack[j->depth - 1], (const char *)k, (size_t)(q - k));
-		p = skip_ws(q + 1, e);
-		if (p == e || *p != ':')
+		p = expect(q + 1, e, ':');
+		if (!p)
 			return pair;
-		p = skip_ws(p + 1, e);
-		if (p == e)
-			return pair;
+		if (p == e || *p <= ' ') {
+			p = skip_ws(p, e);
+			if (p == e)
+				return pair;
+		}
 		uint8_t b = *p;
 		if (b == '"') {
 			const uint8_t *s = p + 1;
@@ -760,7 +771,8 @@ static const uint8_t *pairs(struct run *r, const uint8_t *p, const uint8_t *e)
 		}
 		/* After the value: the next pair, the object's end, or the
 		 * states. */
-		p = skip_ws(p, e);
+		if (p < e && *p <= ' ')
+			p = skip_ws(p, e);
 		if (p < e && *p == ',') {
 			j->mode = J_KEY;
 			p++;
