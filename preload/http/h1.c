@@ -375,12 +375,6 @@ NOINLINE static void emit_body(struct nl_h1 *h, const struct nl_h1_half *s, bool
 	sink(ctx, &ev);
 }
 
-/* The request's tap, as its ring entry carries it to the response. */
-static inline uint8_t tap_kind(const struct nl_h1_half *s)
-{
-	return s->flags & F_TAP ? K_TAP : 0;
-}
-
 /* Stops the connection with one NOT_HTTP (while this direction has not yet
  * shown a valid start line) or ERROR; whichever direction gets there first
  * reports it. */
@@ -473,9 +467,9 @@ static void request_line_done(const struct run *r)
 		.target_truncated = s->flags & F_TRUNC,
 		.version_minor = s->flags & F_MINOR1,
 	};
-	emit(r, &ev);
 	uint8_t tail = atomic_load_explicit(&h->ring_tail, memory_order_relaxed);
-	h->ring_kind[ring_slot(tail)] = kind | tap_kind(s);
+	h->ring_kind[ring_slot(tail)] = kind;   /* (before the event: nl_h1_tap marks it) */
+	emit(r, &ev);
 	atomic_store_explicit(&h->ring_tail, (uint8_t)(tail + 1), memory_order_release);
 	s->len = 0;             /* buf now keeps the Host value, at HOST_AT */
 	s->n_headers = 0;
@@ -1543,7 +1537,13 @@ void nl_h1_init(struct nl_h1 *h)
 
 void nl_h1_compare_lines(struct nl_h1 *h) { h->req.lines = true; }
 
-void nl_h1_tap(struct nl_h1 *h) { h->req.flags |= F_TAP; }
+/* The request's body is tapped from now on, and its ring entry (written
+ * before REQ_LINE, published after it) carries the tap to the response. */
+void nl_h1_tap(struct nl_h1 *h)
+{
+	h->req.flags |= F_TAP;
+	h->ring_kind[ring_slot(atomic_load_explicit(&h->ring_tail, memory_order_relaxed))] |= K_TAP;
+}
 
 /* Bytes through the states (out of line, so that nl_h1_feed's quick cases
  * need no stack frame). */

@@ -248,8 +248,8 @@ Q_TARGET static QUICK const uint8_t *Q(request_quick)(const struct run *r, const
 	ev.target_truncated = trunc;
 	ev.same_line = same;
 	ev.version_minor = (unsigned)minor;
+	h->ring_kind[slot] = kind;      /* (before the event: nl_h1_tap marks it) */
 	emit(r, &ev);
-	h->ring_kind[slot] = kind | tap_kind(s);
 	atomic_store_explicit(&h->ring_tail, (uint8_t)(tail + 1), memory_order_release);
 	s->n_headers = 0;
 	s->state = S_FIELD;
