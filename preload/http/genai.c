@@ -5,10 +5,14 @@
  * containers on a path it takes (at most six deep: root, response, usage,
  * details; or root, choices, a choice). Any other container is skipped
  * whole by counting brackets outside strings; any other string is skipped
- * to its closing quote. Skipping looks at 16 bytes at a time (SSE2) for the
- * few bytes that matter there, so that the bulk of a large body (a vLLM
+ * to its closing quote. Skipping reads 64 bytes at a time as bit masks
+ * (SSE2; skip_container), so that the bulk of a large body (a vLLM
  * response's prompt_token_ids and logprobs, a request's messages) costs
- * about a byte's worth of instructions per byte or less.
+ * about a byte's worth of instructions per byte or less. Where the bytes
+ * of an object's key and value pairs are all in the call, as in a stream's
+ * chunks, the pairs are read in one go (pairs()); the states take over
+ * wherever a pair is split between calls or unusual, so that any split of
+ * the same bytes reads the same.
  *
  * The event stream side splits lines (LF, CR or CR LF), hands each data
  * line's value to the JSON scanner (the lines of one event join with a LF,
