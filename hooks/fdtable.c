@@ -3,15 +3,15 @@
 
 #include <errno.h>
 #include <stddef.h>
-#include <sys/mman.h>
 
 #include "check.h"
+#include "chunk.h"
 #include "fork.h"
 #include "forkpath.h"
 #include "loadpath.h"
 #include "ssl.h"
 
-_Atomic(struct nl_fd *) nl_fd_chunks[NL_FD_CHUNK_SLOTS];
+_Atomic(void *) nl_fd_chunks[NL_FD_CHUNK_SLOTS];
 /* Read by every hook, recording or not: with the load path's state, on a
  * page the dynamic linker has written already (loadpath.h). */
 NL_LOAD_STATE _Atomic unsigned nl_fd_watching;
@@ -23,23 +23,17 @@ NL_LOAD_STATE static _Atomic unsigned chunks_top;
  * that nl_fd_get's usual case needs no stack frame). */
 static __attribute__((noinline)) struct nl_fd *map_chunk(int fd)
 {
-	/* mmap rather than malloc: async-signal-safe, and untouched pages cost no RSS. */
 	NL_KEEP_ERRNO;
 	nl_fd_settle_forks();
 	size_t size = NL_FD_CHUNK * sizeof(struct nl_fd);
-	struct nl_fd *chunk = mmap(0, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-	if (chunk == MAP_FAILED)
+	struct nl_fd *chunk = nl_chunk_map(size);
+	if (!chunk)
 		return 0;
 	/* Raised before the chunk is installed: a fork child always sees it. */
 	unsigned top = atomic_load(&chunks_top), want = ((unsigned)fd >> NL_FD_CHUNK_BITS) + 1;
 	while (top < want && !atomic_compare_exchange_weak(&chunks_top, &top, want))
 		;
-	struct nl_fd *expected = 0;
-	_Atomic(struct nl_fd *) *slot = &nl_fd_chunks[(unsigned)fd >> NL_FD_CHUNK_BITS];
-	if (!atomic_compare_exchange_strong(slot, &expected, chunk)) {
-		munmap(chunk, size);   /* another thread installed the chunk first */
-		chunk = expected;
-	}
+	chunk = nl_chunk_install(&nl_fd_chunks[(unsigned)fd >> NL_FD_CHUNK_BITS], chunk, size);
 	return &chunk[(unsigned)fd & (NL_FD_CHUNK - 1)];
 }
 

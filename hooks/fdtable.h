@@ -55,7 +55,8 @@ _Static_assert(sizeof(struct nl_fd) == 16, "struct nl_fd must stay 16 bytes");
  * are never touched: no memory). */
 #define NL_FD_CHUNK_SLOTS (1u << (32 - NL_FD_CHUNK_BITS))
 
-extern _Atomic(struct nl_fd *) nl_fd_chunks[NL_FD_CHUNK_SLOTS];
+/* Each slot holds a struct nl_fd[NL_FD_CHUNK] once mapped (chunk.h). */
+extern _Atomic(void *) nl_fd_chunks[NL_FD_CHUNK_SLOTS];
 
 /* How many fds are NL_FD_CONNECTING or have their bytes followed by the HTTP
  * layer right now. While it is 0, an I/O hook needs no table lookup at all.

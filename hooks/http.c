@@ -2,13 +2,12 @@
 #include "http.h"
 #include "httpconn.h"
 
-#include <errno.h>
 #include <stdatomic.h>
 #include <string.h>
-#include <sys/mman.h>
 
 #include "bytekey.h"
 #include "check.h"
+#include "chunk.h"
 #include "clock.h"
 #include "dest.h"
 #include "genaiconn.h"
@@ -18,26 +17,16 @@
 #include "httpmetrics.h"
 #include "route.h"
 
-_Atomic(struct nl_httpconn *) nl_httpconn_chunks[NL_FD_CHUNKS];
+_Atomic(void *) nl_httpconn_chunks[NL_FD_CHUNKS];
 
 static struct nl_httpconn *conn_get(int fd)
 {
 	struct nl_httpconn *c = nl_httpconn_lookup(fd);
 	if (c || (unsigned)fd >= NL_FD_LIMIT)
 		return c;
-	/* mmap rather than malloc: async-signal-safe, and untouched pages cost no RSS. */
-	NL_KEEP_ERRNO;
-	size_t size = NL_FD_CHUNK * sizeof(struct nl_httpconn);
-	struct nl_httpconn *chunk = mmap(0, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-	if (chunk == MAP_FAILED)
-		return NULL;
-	struct nl_httpconn *expected = NULL;
-	_Atomic(struct nl_httpconn *) *slot = &nl_httpconn_chunks[(unsigned)fd >> NL_FD_CHUNK_BITS];
-	if (!atomic_compare_exchange_strong(slot, &expected, chunk)) {
-		munmap(chunk, size);
-		chunk = expected;
-	}
-	return &chunk[(unsigned)fd & (NL_FD_CHUNK - 1)];
+	struct nl_httpconn *chunk = nl_chunk_fill(&nl_httpconn_chunks[(unsigned)fd >> NL_FD_CHUNK_BITS],
+						   NL_FD_CHUNK * sizeof(struct nl_httpconn));
+	return chunk ? &chunk[(unsigned)fd & (NL_FD_CHUNK - 1)] : NULL;
 }
 
 /* The parser of a new connection: a server's tells when a request asks
@@ -343,7 +332,7 @@ void nl_http_on_event(void *ctx, const struct nl_h1_event *ev)
  * parser and the metrics touch memory only), so errno needs no saving here:
  * the program's own call set it, and nothing after it can. The one
  * exception, mapping a chunk of conns at a connection's first bytes, keeps
- * errno itself (conn_get). */
+ * errno itself (chunk.h). */
 
 static void stop_following(struct nl_fd *e) { nl_fd_http_stop(e); }
 

@@ -1,12 +1,10 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 #include "http2.h"
 
-#include <errno.h>
 #include <stdatomic.h>
 #include <string.h>
-#include <sys/mman.h>
 
-#include "check.h"
+#include "chunk.h"
 #include "clock.h"
 #include "h2.h"
 #include "httpmetrics.h"
@@ -35,26 +33,13 @@ const size_t nl_http2_conn_size = sizeof(struct nl_h2conn);
 /* ---- the pool -------------------------------------------------------------- */
 
 #define CHUNK 16
-static _Atomic(struct nl_h2conn *) chunks[NL_H2_CONNS / CHUNK];
+static _Atomic(void *) chunks[NL_H2_CONNS / CHUNK];   /* each a struct nl_h2conn[CHUNK] once mapped */
 static _Atomic uint64_t used[NL_H2_CONNS / 64];
 
 static struct nl_h2conn *chunk_get(unsigned k)
 {
 	struct nl_h2conn *c = atomic_load_explicit(&chunks[k], memory_order_acquire);
-	if (c)
-		return c;
-	/* mmap rather than malloc: async-signal-safe, and untouched pages cost no RSS. */
-	NL_KEEP_ERRNO;
-	size_t size = CHUNK * sizeof(struct nl_h2conn);
-	c = mmap(0, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-	if (c == MAP_FAILED)
-		return NULL;
-	struct nl_h2conn *expected = NULL;
-	if (!atomic_compare_exchange_strong(&chunks[k], &expected, c)) {
-		munmap(c, size);
-		c = expected;
-	}
-	return c;
+	return c ? c : nl_chunk_fill(&chunks[k], CHUNK * sizeof(struct nl_h2conn));
 }
 
 static struct nl_h2conn *pool_take(void)

@@ -75,8 +75,9 @@ struct nl_httpconn {
 
 _Static_assert(sizeof(struct nl_httpconn) <= NL_HTTPCONN_SIZE, "an HTTP connection's state must stay within 256 bytes");
 
-/* The conns by fd, a chunk of NL_FD_CHUNK mapped at a time (http.c). */
-extern _Atomic(struct nl_httpconn *) nl_httpconn_chunks[NL_FD_CHUNKS];
+/* The conns by fd, a chunk of NL_FD_CHUNK mapped at a time (http.c): each
+ * slot holds a struct nl_httpconn[NL_FD_CHUNK] once mapped (chunk.h). */
+extern _Atomic(void *) nl_httpconn_chunks[NL_FD_CHUNKS];
 
 static inline __attribute__((always_inline)) struct nl_httpconn *nl_httpconn_lookup(int fd)
 {

@@ -39,10 +39,10 @@
 #include <stdbool.h>
 #include <stdint.h>
 #include <string.h>
-#include <sys/mman.h>
 #include <sys/socket.h>
 
 #include "check.h"
+#include "chunk.h"
 #include "dest.h"
 #include "export_sym.h"
 #include "fdtable.h"
@@ -60,7 +60,7 @@ enum { K_FREE = 0, K_INIT = 1, K_FOLLOW = 2, K_IGNORE = 3 };
 #define K_STATE ((uintptr_t)3)
 
 static _Atomic uintptr_t keys[SLOTS];
-static _Atomic(unsigned char *) pool;   /* SLOTS conns of NL_HTTPCONN_SIZE bytes */
+static _Atomic(void *) pool;   /* SLOTS conns of NL_HTTPCONN_SIZE bytes once mapped (chunk.h) */
 
 static inline unsigned home(const SSL *s)
 {
@@ -84,17 +84,7 @@ static unsigned char *pool_get(void)
 	if (base)
 		return base;
 	nl_fd_settle_forks();
-	/* mmap rather than malloc (as http.c): untouched pages cost nothing. */
-	size_t size = (size_t)SLOTS * NL_HTTPCONN_SIZE;
-	unsigned char *p = mmap(0, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-	if (p == MAP_FAILED)
-		return NULL;
-	unsigned char *expected = NULL;
-	if (!atomic_compare_exchange_strong(&pool, &expected, p)) {
-		munmap(p, size);
-		return expected;
-	}
-	return p;
+	return nl_chunk_fill(&pool, (size_t)SLOTS * NL_HTTPCONN_SIZE);
 }
 
 /* The slot holding s in any state, other than skip; -1 when none. */

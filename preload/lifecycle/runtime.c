@@ -48,27 +48,68 @@
 #include "segment.h"
 #include "state.h"
 
+/* ---- state --------------------------------------------------------------- */
+
+/* What belongs to one process and not to its parent: a fork child starts
+ * it afresh, in one step (forget_parent), when its parent's lifecycle had
+ * begun at the fork, else at its own first record. Everything here starts
+ * zero but pid.
+ *
+ * With the load path's state (loadpath.h): pid is written at load and
+ * thread_ever read by every exit, and a fork child that forgets its parent
+ * writes it all on the page where pid is. */
+struct process {
+	/* The process this state is of: a fork child finds its parent's pid
+	 * here until it forgets the parent's state. */
+	pid_t pid;
+	/* The exporter thread; its plain flags are read and written under
+	 * `lock`. A child has no thread until its own first record. */
+	pthread_t thread;
+	bool thread_running;            /* the thread was started and has not ended */
+	bool stopping;                  /* the exit flush stops the thread */
+	bool thread_ready;              /* the thread has set itself up and waits */
+	bool busy;                      /* the thread exports, samples or delivers */
+	_Atomic bool thread_ever;       /* this process ran the thread: it delivers leftovers at exit too */
+	_Atomic bool abort_send;        /* makes an in-flight export give up */
+	_Atomic bool flushed_at_exit;   /* the exit flush ran, or is running */
+	/* The exporter thread's transport, then the exit flush's once the
+	 * thread stopped. A child never uses its parent's: the parent keeps
+	 * using its connection. */
+	struct nl_transport *transport;
+	/* The exit flush's own when the thread would not stop in time: that
+	 * thread may still be using `transport`, so the flush never touches it
+	 * then. */
+	struct nl_transport *exit_transport;
+	uint64_t start_unix_ns;         /* start time of every cumulative series; 0 until the first record */
+	bool resource_made;             /* `resource` is this process's (make_resource) */
+};
+NL_LOAD_STATE static struct process proc;
+
+/* Outside `proc`, because a fork child keeps them as they are:
+ *
+ * - what the load read and derived from the configuration (cfg,
+ *   dest_configured, can_adopt, run_exporter, delivery_key, exit_quick),
+ *   the same for the child, which runs the same image;
+ * - `registered`, `kick_taken` and `held_for_fork`, which the fork
+ *   handlers and the first record handle themselves (each says why where
+ *   it is defined);
+ * - `lock`, re-initialised by the child only when the prepare handler did
+ *   not hold it, and `wake`, initialised by every first record;
+ * - `resource`, remade over itself by the first record (resource_made):
+ *   a child that never records writes none of its pages;
+ * - collector_failed_ns, which is about the collector, not the process;
+ * - the exit flush's settings (exit_wait_ms, exit_wait_from_ns,
+ *   final_kept), which the exit flush makes for itself. */
+
 NL_LOAD_STATE static struct nl_config cfg;
 /* Destinations were configured by a load: another must clear them. With
  * none configured, their tables are left untouched (no page faults). */
 NL_LOAD_STATE static bool dest_configured;
 static struct nl_resource resource;
-static uint64_t start_unix_ns;          /* start time of every cumulative series */
 static const char user_agent[] = "nemolens-preload/" NL_VERSION;
 
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t wake;
-static pthread_t thread;
-static bool thread_running;             /* under lock */
-static bool stopping;                   /* under lock */
-static bool thread_ready;               /* under lock: the thread has set itself up and waits */
-static bool busy;                       /* under lock: the thread exports, samples or delivers */
-static _Atomic bool abort_send;         /* makes an in-flight export give up */
-static _Atomic bool flushed_at_exit;
-static struct nl_transport *transport;  /* the exporter thread's, then the exit flush's once it stopped */
-/* The exit flush's own when the thread would not stop in time: that thread
- * may still be using `transport`, so the flush never touches it then. */
-static struct nl_transport *exit_transport;
 
 NL_LOAD_STATE static bool can_adopt;    /* segments are on: leftovers can be delivered from here */
 /* nemolens-run's pid (NL_ENV_RUN_EXPORTER), when it exports for its tree
@@ -76,11 +117,6 @@ NL_LOAD_STATE static bool can_adopt;    /* segments are on: leftovers can be del
  * its exporter, and the process starts no thread and does no exit flush
  * while that process lives (docs/export.md). */
 NL_LOAD_STATE static uint32_t run_exporter;
-NL_LOAD_STATE static _Atomic bool thread_ever;       /* this process ran the thread: it delivers leftovers at exit too */
-/* The process whose state this file's variables hold: a fork child finds
- * its parent's until it forgets them (forget_parent), when its parent had
- * recorded at the fork, else at its own first record. */
-NL_LOAD_STATE static pid_t owner_pid;
 NL_LOAD_STATE static uint64_t delivery_key; /* of this configuration (nl_seg_delivery_key) */
 /* CLOCK_MONOTONIC of the last failed send to the collector (0: none since
  * the last success). Leftovers wait while it fails: trying them would only
@@ -106,13 +142,11 @@ static struct timespec monotonic_in_ms(long ms)
 /* The resource (host name, executable, a fresh instance id) is made by the
  * first record, not at load: a process that never records never reads it.
  * Made again by a fork child's first record. */
-static bool resource_made;
-
 static void make_resource(void)
 {
-	if (!resource_made) {
+	if (!proc.resource_made) {
 		nl_resource_build(&resource, &cfg);
-		resource_made = true;
+		proc.resource_made = true;
 	}
 }
 
@@ -191,7 +225,7 @@ static bool final_kept;
 
 static bool export_once(struct nl_transport **tp, uint64_t deadline_ns, uint64_t retry_until_ns, bool final)
 {
-	struct nl_snapshot *snap = nl_snapshot_take(cfg.delta_counters, cfg.delta_histograms, start_unix_ns,
+	struct nl_snapshot *snap = nl_snapshot_take(cfg.delta_counters, cfg.delta_histograms, proc.start_unix_ns,
 						    nl_realtime_ns());
 	if (!snap)
 		return false;
@@ -220,7 +254,7 @@ static bool export_once(struct nl_transport **tp, uint64_t deadline_ns, uint64_t
 			nl_seg_mark_exported();
 			if (*tp && nl_otlp_encode(snap, &body, &len) == 0) {
 				enum nl_send_result r =
-					nl_transport_send(*tp, body, len, deadline_ns, retry_until_ns, &abort_send);
+					nl_transport_send(*tp, body, len, deadline_ns, retry_until_ns, &proc.abort_send);
 				free(body);
 				/* Cumulative data catches up by itself at the next export; only
 				 * delta bases must wait for a success. */
@@ -256,7 +290,7 @@ static void publish_segment(void)
 		.resource = resource.attrs,
 		.n_resource = resource.n,
 		.instance_id = resource.instance_id,
-		.start_unix_ns = start_unix_ns,
+		.start_unix_ns = proc.start_unix_ns,
 		.flags = (cfg.delta_counters ? NL_SEG_DELTA_COUNTERS : 0) |
 			 (cfg.delta_histograms ? NL_SEG_DELTA_HISTOGRAMS : 0) | nl_memsampler_roles(),
 		.interval_ms = (uint32_t)cfg.export_interval_ms,
@@ -292,11 +326,11 @@ static void adopt_leftovers(struct nl_transport **tp, uint64_t deadline, bool th
 		.transport = adopter_transport,
 		.fold_ready = fold_ready,
 		.arg = tp,
-		.abort = &abort_send,
+		.abort = &proc.abort_send,
 	};
 	bool send_failed;
 	nl_adopt_run(&a, deadline, thorough, &send_failed);
-	if (send_failed && !atomic_load(&abort_send))
+	if (send_failed && !atomic_load(&proc.abort_send))
 		atomic_store(&collector_failed_ns, nl_monotonic_ns());
 }
 
@@ -342,19 +376,19 @@ static void *exporter_main(void *arg)
 	uint64_t next_adopt = next_export, next_thorough = 0;
 
 	pthread_mutex_lock(&lock);
-	thread_ready = true;
+	proc.thread_ready = true;
 	pthread_cond_broadcast(&wake);
-	while (!stopping) {
+	while (!proc.stopping) {
 		uint64_t due = sampling && next_sample < next_export ? next_sample : next_export;
 		if (can_adopt && next_adopt < due)
 			due = next_adopt;
 		struct timespec ts = { .tv_sec = (time_t)(due / 1000000000u), .tv_nsec = (long)(due % 1000000000u) };
 		int rc = 0;
-		while (!stopping && rc != ETIMEDOUT)
+		while (!proc.stopping && rc != ETIMEDOUT)
 			rc = pthread_cond_timedwait(&wake, &lock, &ts);
-		if (stopping)
+		if (proc.stopping)
 			break;
-		busy = true;
+		proc.busy = true;
 		pthread_mutex_unlock(&lock);
 		uint64_t now = nl_monotonic_ns();
 		if (sampling && now >= next_sample) {
@@ -368,13 +402,13 @@ static void *exporter_main(void *arg)
 			/* A process that only delivers for others (it forked, but
 			 * recorded nothing) has nothing of its own to take. */
 			if (atomic_load(&nl_runtime_kicked))
-				export_once(&transport, export_deadline(), now + interval_ns, false);
+				export_once(&proc.transport, export_deadline(), now + interval_ns, false);
 			next_export = nl_monotonic_ns() + interval_ns;
 		}
 		if (can_adopt && now >= next_adopt) {
 			bool thorough = now >= next_thorough;
 			if (!parent_adopts()) {
-				adopt_leftovers(&transport, export_deadline(), thorough);
+				adopt_leftovers(&proc.transport, export_deadline(), thorough);
 				if (thorough)
 					next_thorough = now + 30ull * 1000000000u;
 			}
@@ -382,10 +416,10 @@ static void *exporter_main(void *arg)
 		}
 		nl_seg_heartbeat();
 		pthread_mutex_lock(&lock);
-		busy = false;
+		proc.busy = false;
 		pthread_cond_broadcast(&wake);
 	}
-	thread_running = false;
+	proc.thread_running = false;
 	pthread_cond_broadcast(&wake);
 	pthread_mutex_unlock(&lock);
 	return NULL;
@@ -398,7 +432,7 @@ static void start_thread(void)
 	pthread_attr_setstacksize(&attr, 512 * 1024);
 	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
 	pthread_mutex_lock(&lock);
-	if (!thread_running && !stopping) {
+	if (!proc.thread_running && !proc.stopping) {
 		/* Created with every signal blocked, so none is delivered to it before it
 		 * has blocked them itself. */
 		sigset_t all, old;
@@ -406,10 +440,10 @@ static void start_thread(void)
 		pthread_sigmask(SIG_BLOCK, &all, &old);
 		int saved = nl_hooks_bypass;
 		nl_hooks_bypass = 1;   /* the thread's own setup must not count */
-		thread_ready = false;
-		if (pthread_create(&thread, &attr, exporter_main, NULL) == 0) {
-			thread_running = true;
-			atomic_store(&thread_ever, true);
+		proc.thread_ready = false;
+		if (pthread_create(&proc.thread, &attr, exporter_main, NULL) == 0) {
+			proc.thread_running = true;
+			atomic_store(&proc.thread_ever, true);
 		}
 		else
 			nl_warn_once("thread", "cannot start the exporter thread; metrics are exported at exit only");
@@ -427,14 +461,18 @@ static void start_thread(void)
  * publish_segment copies into the file, so no thread may write into it
  * meanwhile. Threads that kick meanwhile wait (a few hundred microseconds,
  * once per process). Signals are held while this thread makes it: a handler
- * that recorded would wait for itself. */
+ * that recorded would wait for itself.
+ *
+ * Not in `proc`: forget_parent also runs under a kick its caller has taken
+ * (a child's first record), which must stay taken; the child's fork
+ * handler clears it itself. */
 static _Atomic bool kick_taken;
 
 static void forget_parent(bool recorded);
 
 /* Instruments made by the first record: the hooks' own (a fork child has
- * its parent's, when the parent made them), in the arena the registry
- * makes for them. */
+ * its parent's, when the parent made them: outside `proc`), in the arena
+ * the registry makes for them. */
 NL_LOAD_STATE static bool registered;
 
 /* What a process that never records never needs, made by its first record
@@ -454,8 +492,8 @@ static void prepare_recording(void)
 		nl_hooks_bypass = saved;
 		registered = true;
 	}
-	if (!start_unix_ns)
-		start_unix_ns = nl_realtime_ns();
+	if (!proc.start_unix_ns)
+		proc.start_unix_ns = nl_realtime_ns();
 	pthread_condattr_t ca;
 	pthread_condattr_init(&ca);
 	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
@@ -487,7 +525,7 @@ static void start_on_first_record(void)
 	}
 	/* A fork child of a parent that had recorded nothing: until now it
 	 * kept the parent's state, as it stood at load. */
-	if (owner_pid != getpid())
+	if (proc.pid != getpid())
 		forget_parent(false);
 	prepare_recording();
 	make_resource();
@@ -555,7 +593,7 @@ static void export_quietly(struct nl_transport **tp, uint64_t deadline)
 	 * other process that delivers leftovers, do sooner. It starts no thread
 	 * of its own for it: a program that records nothing sees no thread, no
 	 * descriptor and no connection of the shim while it runs. */
-	bool adopter = can_adopt && (atomic_load(&thread_ever) || nl_seg_predecessor_found()) && !parent_adopts();
+	bool adopter = can_adopt && (atomic_load(&proc.thread_ever) || nl_seg_predecessor_found()) && !parent_adopts();
 	bool fold = cfg.adopt == NL_ADOPT_FOLD;
 	if (adopter && fold)
 		adopt_leftovers(tp, deadline, false);
@@ -586,10 +624,10 @@ static void flush_at_exit(void)
 	 * is written: a fork child that records nothing writes no page, not
 	 * even at its exit. */
 	if (!atomic_load(&nl_recording) ||
-	    (!atomic_load(&nl_runtime_kicked) && !atomic_load(&thread_ever) && !nl_seg_predecessor_found()))
+	    (!atomic_load(&nl_runtime_kicked) && !atomic_load(&proc.thread_ever) && !nl_seg_predecessor_found()))
 		return;
 	bool expected = false;
-	if (!atomic_compare_exchange_strong(&flushed_at_exit, &expected, true))
+	if (!atomic_compare_exchange_strong(&proc.flushed_at_exit, &expected, true))
 		return;
 	/* The exporter delivers the segment, as it stands, within an interval;
 	 * and a predecessor's (exec) that this image found, when it recorded
@@ -605,26 +643,26 @@ static void flush_at_exit(void)
 
 	/* Stop the thread: an export it has in flight gives up at once. */
 	pthread_mutex_lock(&lock);
-	stopping = true;
-	bool joinable = thread_running;
-	if (thread_running) {
-		atomic_store(&abort_send, true);
+	proc.stopping = true;
+	bool joinable = proc.thread_running;
+	if (proc.thread_running) {
+		atomic_store(&proc.abort_send, true);
 		pthread_cond_broadcast(&wake);
 		struct timespec ts = monotonic_in_ms(ms < 200 ? ms : 200);
-		while (thread_running && pthread_cond_timedwait(&wake, &lock, &ts) != ETIMEDOUT)
+		while (proc.thread_running && pthread_cond_timedwait(&wake, &lock, &ts) != ETIMEDOUT)
 			;
-		joinable = !thread_running;
+		joinable = !proc.thread_running;
 	} else {
 		joinable = true;
 	}
 	pthread_mutex_unlock(&lock);
-	atomic_store(&abort_send, false);
+	atomic_store(&proc.abort_send, false);
 
 	nl_memsampler_shutdown();
 	/* One attempt: retrying a collector that is down would only delay the
 	 * exit. A thread that would not stop still owns its transport. */
 	if (cfg.exporter != NL_EXPORTER_NONE)
-		export_quietly(joinable ? &transport : &exit_transport, deadline);
+		export_quietly(joinable ? &proc.transport : &proc.exit_transport, deadline);
 }
 
 /* ---- fork --------------------------------------------------------------- */
@@ -651,10 +689,10 @@ static void flush_at_exit(void)
  * fault, in each of them. */
 static bool lifecycle_began(void)
 {
-	return atomic_load(&kick_taken) || atomic_load(&thread_ever) || nl_seg_predecessor_found();
+	return atomic_load(&kick_taken) || atomic_load(&proc.thread_ever) || nl_seg_predecessor_found();
 }
 
-static bool held_for_fork;   /* atfork_prepare took `lock` */
+static bool held_for_fork;   /* atfork_prepare took `lock` (the fork handlers' own, not in `proc`) */
 
 static void atfork_prepare(void)
 {
@@ -667,16 +705,16 @@ static void atfork_prepare(void)
 		 * two, since the child would inherit locks held there for ever.
 		 * It takes microseconds and never depends on the collector; the
 		 * wait is bounded anyway. */
-		if (thread_running && !thread_ready) {
+		if (proc.thread_running && !proc.thread_ready) {
 			struct timespec ts = monotonic_in_ms(2000);
-			while (thread_running && !thread_ready &&
+			while (proc.thread_running && !proc.thread_ready &&
 			       pthread_cond_timedwait(&wake, &lock, &ts) != ETIMEDOUT)
 				;
 		}
 #ifdef FORK_WAITS_FOR_WORK
-		if (busy) {
+		if (proc.busy) {
 			struct timespec ts = monotonic_in_ms(100);
-			while (busy && pthread_cond_timedwait(&wake, &lock, &ts) != ETIMEDOUT)
+			while (proc.busy && pthread_cond_timedwait(&wake, &lock, &ts) != ETIMEDOUT)
 				;
 		}
 #endif
@@ -720,20 +758,14 @@ static void forget_parent(bool recorded)
 	else
 		nl_seg_atfork_child();   /* no value was ever written: nothing to zero */
 	nl_hooks_bypass = bypass;
-	thread_running = false;
-	thread_ready = false;
-	busy = false;
-	stopping = false;
 	atomic_store(&nl_runtime_kicked, false);
-	atomic_store(&abort_send, false);
-	atomic_store(&flushed_at_exit, false);
-	atomic_store(&thread_ever, false);
-	transport = NULL;
-	exit_transport = NULL;
 	nl_memsampler_atfork_child();
-	start_unix_ns = 0;
-	resource_made = false;
-	owner_pid = getpid();
+	/* Plain stores, the atomics' too. In the fork handler the child has
+	 * one thread. At a first record, the parent's lifecycle had not begun
+	 * at the fork, nor has the child's (a first record begins it): nothing
+	 * here but pid has left its initial value, so no other thread can see
+	 * a change. */
+	proc = (struct process){ .pid = getpid() };
 }
 
 NL_FORK_PATH static void atfork_child(void)
@@ -798,7 +830,7 @@ NL_LOAD_PATH bool nl_runtime_load(void)
 	exit_quick = !nl_env_get("NEMOLENS_EXIT_TIMEOUT_MS");
 	const char *runner = nl_env_get(NL_ENV_RUN_EXPORTER);
 	nl_env_close();   /* before anything sets a variable (the memory sampler) */
-	owner_pid = getpid();
+	proc.pid = getpid();
 
 	nl_registry_set_cardinality_limit(cfg.cardinality_limit);
 	/* Before anything is created in the registry: its arena becomes the
@@ -843,6 +875,6 @@ NL_LOAD_PATH void nl_runtime_start(void)
 NL_FORK_PATH void nl_runtime_unload(void)
 {
 	if (atomic_load(&nl_recording) &&
-	    (atomic_load(&nl_runtime_kicked) || atomic_load(&thread_ever) || nl_seg_predecessor_found()))
+	    (atomic_load(&nl_runtime_kicked) || atomic_load(&proc.thread_ever) || nl_seg_predecessor_found()))
 		flush_at_exit();
 }
