@@ -45,9 +45,7 @@ class GymWorkload:
     def env(self, service, **extra):
         env = harness.shim_env(OTEL_EXPORTER_OTLP_METRICS_ENDPOINT=self.vm.otlp_url,
                                OTEL_METRIC_EXPORT_INTERVAL=1000, OTEL_SERVICE_NAME=service, **extra)
-        if self.launcher:
-            del env["LD_PRELOAD"]
-        return env
+        return harness.without_shim(env) if self.launcher else env
 
     def start_servers(self):
         out = open(os.path.join(self.dir, "server.json"), "w+")

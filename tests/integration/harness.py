@@ -106,6 +106,39 @@ def shim_env(**extra):
     return env
 
 
+def without_shim(env):
+    """A copy of ENV with nothing in LD_PRELOAD."""
+    env = dict(env)
+    env.pop("LD_PRELOAD", None)
+    return env
+
+
+def plain_env(**extra):
+    """shim_env(**extra) without the shim: the environment of the same
+    program run plainly, to compare with its run under the shim (both see
+    the same variables, runtime directory included). A sanitizer build's
+    runtime is not preloaded either: the program is not instrumented."""
+    return without_shim(shim_env(**extra))
+
+
+def for_launcher(env):
+    """A copy of ENV (made by shim_env) for a program that loads the shim
+    itself: nemolens-run, which preloads it into its program, or a program
+    linked with it. The shim leaves LD_PRELOAD; the runtime of a sanitizer
+    build stays, since it must come first in every process that loads an
+    instrumented shim."""
+    env = without_shim(env)
+    runtime = os.environ.get("NL_SANITIZER_RUNTIME")
+    if runtime:
+        env["LD_PRELOAD"] = runtime
+    return env
+
+
+def launcher_env(**extra):
+    """shim_env(**extra) for nemolens-run (see for_launcher)."""
+    return for_launcher(shim_env(**extra))
+
+
 def run(args, env, timeout=60, **kw):
     return subprocess.run(args, env=env, capture_output=True, text=True, timeout=timeout, **kw)
 

@@ -83,7 +83,7 @@ class H2loadNghttpd(unittest.TestCase):
                                       stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
         wait_port(port)
         urls = [f"http://127.0.0.1:{port}/index.html", f"http://127.0.0.1:{port}/missing"]
-        cls.load = harness.run(["h2load", "-n", "2000", "-c", "10", "-m", "10"] + urls, hc.plain_env(), timeout=50)
+        cls.load = harness.run(["h2load", "-n", "2000", "-c", "10", "-m", "10"] + urls, harness.plain_env(), timeout=50)
         hc.wait_exports_after(cls.sink, time.monotonic())    # nghttpd ends on SIGTERM without an exit flush
         cls.server.terminate()
         cls.server.wait(15)

@@ -72,17 +72,6 @@ print(json.dumps({
 """
 
 
-def launcher_env(**extra):
-    """The test environment without the shim in LD_PRELOAD (the sanitizer
-    runtime of a sanitizer build stays): nemolens-run adds it."""
-    env = harness.shim_env(**extra)
-    if RUNTIME:
-        env["LD_PRELOAD"] = RUNTIME
-    else:
-        env.pop("LD_PRELOAD", None)
-    return env
-
-
 def with_runtime(*entries):
     return ":".join(([RUNTIME] if RUNTIME else []) + list(entries))
 
@@ -105,7 +94,7 @@ class Launcher(harness.ShimTestCase):
         with open(self.target, "w") as f:
             f.write(TARGET)
         # Any stray export goes to the sink, never to a collector on this host.
-        self.env = launcher_env(OTEL_EXPORTER_OTLP_ENDPOINT=f"http://127.0.0.1:{self.sink.port}")
+        self.env = harness.launcher_env(OTEL_EXPORTER_OTLP_ENDPOINT=f"http://127.0.0.1:{self.sink.port}")
 
     def tearDown(self):
         shutil.rmtree(self.tmp, ignore_errors=True)

@@ -134,9 +134,7 @@ class LinkedCExample(LensTestCase):
     def env(self, preload):
         env = harness.shim_env(OTEL_EXPORTER_OTLP_METRICS_ENDPOINT=self.sink.url,
                                NEMOLENS_DESTINATIONS=f"backend=127.0.0.1:{self.listener.port}")
-        if not preload:
-            del env["LD_PRELOAD"]
-        return env
+        return env if preload else harness.without_shim(env)
 
     def test_linked_not_preloaded(self):
         proc = harness.run([EXAMPLE, "--connect", str(self.listener.port)], self.env(preload=False))
@@ -219,9 +217,8 @@ class InstalledCExample(LensTestCase):
 
         sink = Sink()
         self.addCleanup(sink.close)
-        run_env = harness.shim_env(OTEL_EXPORTER_OTLP_METRICS_ENDPOINT=sink.url,
-                                   LD_LIBRARY_PATH=os.path.join(prefix, libdir))
-        del run_env["LD_PRELOAD"]
+        run_env = harness.plain_env(OTEL_EXPORTER_OTLP_METRICS_ENDPOINT=sink.url,
+                                    LD_LIBRARY_PATH=os.path.join(prefix, libdir))
         ldd = subprocess.run(["ldd", exe], env=run_env, capture_output=True, text=True).stdout
         self.assertIn(os.path.join(prefix, libdir, "libnemolens.so.0"), ldd)
         proc = harness.run([exe], run_env)

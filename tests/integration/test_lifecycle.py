@@ -30,9 +30,7 @@ class Lifecycle(harness.ShimTestCase):
         return [PROG, str(self.listener.port), str(n), str(ms)]
 
     def baseline(self, n=4, ms=50):
-        env = dict(os.environ)
-        env.pop("LD_PRELOAD", None)
-        return timed(self.args(n, ms), env)
+        return timed(self.args(n, ms), harness.plain_env())
 
     def test_50ms_process_exports_at_exit(self):
         p, _ = timed(self.args(4, 50), harness.shim_env(OTEL_EXPORTER_OTLP_METRICS_ENDPOINT=self.sink.url,

@@ -98,11 +98,7 @@ class Memory(unittest.TestCase):
         args = [PROG, "root"] + [str(m) for m in mb]
         if self.launcher:
             # nemolens-run preloads the shim itself (after a sanitizer's runtime).
-            runtime = os.environ.get("NL_SANITIZER_RUNTIME")
-            if runtime:
-                env["LD_PRELOAD"] = runtime
-            else:
-                del env["LD_PRELOAD"]
+            env = harness.for_launcher(env)
             args = [LAUNCHER] + args
         p = subprocess.Popen(args, env=env, stdin=subprocess.PIPE,
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)

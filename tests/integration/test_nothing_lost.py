@@ -185,24 +185,15 @@ class NothingLost(harness.ShimTestCase):
         settings.update(extra)
         return harness.shim_env(**settings)
 
-    def launcher_env(self, env):
-        env = dict(env)
-        runtime = os.environ.get("NL_SANITIZER_RUNTIME")
-        if runtime:
-            env["LD_PRELOAD"] = runtime
-        else:
-            env.pop("LD_PRELOAD", None)
-        return env
-
     def run_prog(self, args, env, timeout=60):
         """args under the shim, in this class's mode."""
         if self.launcher:
-            return harness.run([LAUNCHER] + args, self.launcher_env(env), timeout=timeout)
+            return harness.run([LAUNCHER] + args, harness.for_launcher(env), timeout=timeout)
         return harness.run(args, env, timeout=timeout)
 
     def popen(self, args, env, **kw):
         if self.launcher:
-            return subprocess.Popen([LAUNCHER] + args, env=self.launcher_env(env), **kw)
+            return subprocess.Popen([LAUNCHER] + args, env=harness.for_launcher(env), **kw)
         return subprocess.Popen(args, env=env, **kw)
 
     def program_of(self, p):
@@ -339,12 +330,7 @@ class NothingLost(harness.ShimTestCase):
     # ---- nemolens-run ------------------------------------------------------
 
     def test_launcher_delivers_its_program_killed_with_sigkill(self):
-        env = self.env()
-        runtime = os.environ.get("NL_SANITIZER_RUNTIME")
-        if runtime:
-            env["LD_PRELOAD"] = runtime
-        else:
-            env.pop("LD_PRELOAD", None)
+        env = harness.for_launcher(self.env())
         env["OTEL_METRIC_EXPORT_INTERVAL"] = "60000"   # no periodic export: only the launcher can deliver
         launcher = subprocess.Popen([LAUNCHER, ENDING, str(self.listener.port), "7", "wait"], env=env,
                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
@@ -512,7 +498,7 @@ class NothingLost(harness.ShimTestCase):
                 self.sink.reset()
                 r = subprocess.run(nobody + ([LAUNCHER] if self.launcher else []) +
                                    [SHORT_LIVED, str(self.listener.port), "3", "0"],
-                                   env=self.launcher_env(env) if self.launcher else env,
+                                   env=harness.for_launcher(env) if self.launcher else env,
                                    capture_output=True, text=True, timeout=60)
                 self.assertEqual((r.returncode, r.stderr), (3, ""))
                 self.assertEqual(os.listdir(planted), [])

@@ -172,13 +172,7 @@ class OutOfTheWay(harness.ShimTestCase):
 
     def launcher_env(self, quick=False, **extra):
         """For nemolens-run, which preloads the shim into its program itself."""
-        env = self.env(quick, **extra)
-        runtime = os.environ.get("NL_SANITIZER_RUNTIME")
-        if runtime:
-            env["LD_PRELOAD"] = runtime
-        else:
-            env.pop("LD_PRELOAD", None)
-        return env
+        return harness.for_launcher(self.env(quick, **extra))
 
     def run_program(self, args, timeout=60, **extra):
         """args under the shim, in this class's mode, with the quick exit wait."""
@@ -347,7 +341,7 @@ class OutOfTheWay(harness.ShimTestCase):
         for _ in range(3):
             t0 = time.monotonic()
             harness.run([harness.PYTHON, "-c", CONN + "conn(int(sys.argv[1]), 2)", str(self.listener.port)],
-                        {k: v for k, v in os.environ.items() if k != "LD_PRELOAD"})
+                        harness.plain_env())
             plain.append(time.monotonic() - t0)
         print(f"\n  exit of a short Python process, silent collector{' (nemolens-run)' if self.launcher else ''}: "
               f"{1000 * statistics.median(took):.0f} ms, "

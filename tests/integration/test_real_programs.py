@@ -30,12 +30,6 @@ GLIB_TESTS = ["socket", "socket-service", "socket-listener", "gsocketclient-slow
               "unix-streams", "inet-address", "socket-address", "unix-fd"]
 
 
-def plain_env():
-    env = dict(os.environ)
-    env.pop("LD_PRELOAD", None)
-    return env
-
-
 def unittest_results(output):
     """{(test line, outcome): how often} from unittest's verbose output."""
     res = {}
@@ -66,7 +60,7 @@ class RealPrograms(unittest.TestCase):
 
     def compare(self, args, parse, timeout=600):
         t0 = time.monotonic()
-        base = subprocess.run(args, env=plain_env(), capture_output=True, text=True, timeout=timeout)
+        base = subprocess.run(args, env=harness.plain_env(), capture_output=True, text=True, timeout=timeout)
         t1 = time.monotonic()
         shim = subprocess.run(args, env=self.shim(), capture_output=True, text=True, timeout=timeout)
         t2 = time.monotonic()
@@ -95,7 +89,7 @@ class RealPrograms(unittest.TestCase):
                                    timeout=300, cwd="/tmp")
                 out.append(p.stdout + p.stderr + f"\nrc {t} {p.returncode}\n")
             return "".join(out)
-        base = run_all(plain_env())
+        base = run_all(harness.plain_env())
         shim = run_all(self.shim())
         a, b = tap_results(base), tap_results(shim)
         self.assertGreater(len(a), 50)
@@ -107,7 +101,7 @@ class RealPrograms(unittest.TestCase):
     def test_fork_exec_storm(self):
         script = "i=0; while [ $i -lt 2000 ]; do /bin/true; i=$((i+1)); done; echo storm $i"
         t0 = time.monotonic()
-        base = subprocess.run(["sh", "-c", script], env=plain_env(), capture_output=True, text=True)
+        base = subprocess.run(["sh", "-c", script], env=harness.plain_env(), capture_output=True, text=True)
         t1 = time.monotonic()
         shim = subprocess.run(["sh", "-c", script], env=self.shim(), capture_output=True, text=True)
         t2 = time.monotonic()
@@ -135,7 +129,7 @@ class RealPrograms(unittest.TestCase):
             for args in ([os.path.join(harness.BIN, "static_client"), port, "5"],
                          [os.path.join(harness.BIN, "go_dialer"), f"127.0.0.1:{port}"]):
                 with self.subTest(program=os.path.basename(args[0])):
-                    base = harness.run(args, plain_env())
+                    base = harness.run(args, harness.plain_env())
                     shim = harness.run(args, self.shim())
                     self.assertEqual(base.returncode, 0, base.stderr)
                     self.assertEqual((shim.returncode, shim.stdout, shim.stderr),

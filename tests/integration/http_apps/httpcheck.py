@@ -94,12 +94,6 @@ def shim_env(sink_url, **extra):
     return env
 
 
-def plain_env():
-    env = dict(os.environ)
-    env.pop("LD_PRELOAD", None)
-    return env
-
-
 def free_port():
     s = socket.socket()
     s.bind(("127.0.0.1", 0))
