@@ -55,16 +55,14 @@ class GymWorkload:
         self.server = subprocess.Popen(self.launcher + [harness.PYTHON, os.path.join(DEMO, "server.py"), "--ports", "2",
                                         "--latency-ms", "2,30", "--full", "--refused"],
                                        env=env, stdout=out, stderr=err, stdin=subprocess.DEVNULL)
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
+        def first_line():
             out.seek(0)
             line = out.readline()
-            if line.endswith("\n"):
-                self.ports = json.loads(line)
-                return
-            if self.server.poll() is not None:
-                break
-            time.sleep(0.1)
+            return line if line.endswith("\n") else ""
+        line = harness.poll(first_line, 30, interval=0.1, alive=self.server)
+        if line:
+            self.ports = json.loads(line)
+            return
         raise RuntimeError("demo server did not start: " + open(err.name).read()[-2000:])
 
     def run_client(self):

@@ -20,6 +20,43 @@ sys.path.insert(0, os.path.join(SRC, "scripts", "demo"))
 from listeners import FullListener, refused_port  # noqa: E402,F401
 
 
+def poll(predicate, timeout, interval=0.05, alive=None):
+    """Calls PREDICATE every INTERVAL seconds until it returns something true
+    or TIMEOUT seconds have passed, and returns what it returned last (its
+    true value, or its false one at the deadline: it is always called once
+    more then). With ALIVE, a subprocess.Popen, the wait also ends as soon
+    as that process has exited, since what it was to bring about will not
+    come. For a wait whose end is not a failure; wait_for fails."""
+    end = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value or time.monotonic() >= end:
+            return value
+        if alive is not None and alive.poll() is not None:
+            return predicate()
+        time.sleep(interval)
+
+
+def wait_for(predicate, timeout, what, interval=0.05, alive=None):
+    """poll, failing the test (AssertionError) when PREDICATE never held.
+    WHAT says what was awaited: a string, or a function returning one,
+    called at the failure so that it can show the state at that moment.
+    Returns the predicate's true value."""
+    value = poll(predicate, timeout, interval, alive)
+    if not value:
+        if alive is not None and alive.poll() is not None:
+            why = f"process {alive.pid} exited with {alive.returncode}"
+        else:
+            why = f"not within {timeout} s"
+        raise AssertionError(f"waited for {what() if callable(what) else what}: {why}")
+    return value
+
+
+def wait_for_file(path, timeout=20.0, alive=None):
+    """Waits until PATH exists (a program's sign that it is ready)."""
+    wait_for(lambda: os.path.exists(path), timeout, f"{path} to appear", interval=0.01, alive=alive)
+
+
 class AcceptingListener:
     """A TCP listener on 127.0.0.1 that accepts and closes every connection."""
 
@@ -47,9 +84,7 @@ class AcceptingListener:
         queue: connects finish before their accept, so a count read right
         after a program ends may be short. Waits until EXPECTED is reached
         (or TIMEOUT), then a little longer for any surplus."""
-        end = time.monotonic() + timeout
-        while self.accepted < expected and time.monotonic() < end:
-            time.sleep(0.01)
+        poll(lambda: self.accepted >= expected, timeout, interval=0.01)
         time.sleep(0.05)
         return self.accepted
 

@@ -33,6 +33,15 @@ USAGE = "gym.server.memory.usage"
 DURATION = "http.server.request.duration"
 
 
+def answers(url):
+    """Whether an HTTP server answers URL."""
+    try:
+        urllib.request.urlopen(url, timeout=2).read()
+        return True
+    except OSError:
+        return False
+
+
 def free_port():
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -50,15 +59,7 @@ class GymServer(unittest.TestCase):
         p = subprocess.Popen([harness.PYTHON, "-m", "http.server", str(port), "--bind", "127.0.0.1"], env=env,
                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, cwd="/")
         try:
-            deadline = time.monotonic() + 20
-            while True:
-                try:
-                    urllib.request.urlopen(f"http://127.0.0.1:{port}/", timeout=2).read()
-                    break
-                except OSError:
-                    if time.monotonic() > deadline or p.poll() is not None:
-                        raise
-                    time.sleep(0.05)
+            harness.wait_for(lambda: answers(f"http://127.0.0.1:{port}/"), 20, "http.server to answer", alive=p)
             time.sleep(0.8)
         finally:
             p.send_signal(signal.SIGINT)   # http.server exits normally: the exit flush

@@ -39,13 +39,21 @@ with httpx.Client(http1=False, http2=True) as c:
 """
 
 
-def wait_port(port):
-    for _ in range(300):
+def wait_port(port, server):
+    """Waits until SERVER (a subprocess.Popen) accepts connections on PORT;
+    ends it and fails when it does not."""
+    def accepts():
         try:
             socket.create_connection(("127.0.0.1", port), 0.1).close()
-            return
+            return True
         except OSError:
-            time.sleep(0.05)
+            return False
+    try:
+        harness.wait_for(accepts, 30, f"a listener on port {port}", alive=server)
+    except AssertionError:
+        server.kill()
+        _, err = server.communicate(timeout=15)
+        raise AssertionError(f"port {port} never accepted: {err[-2000:]}")
 
 
 def counts(sink, name, service):
@@ -66,7 +74,7 @@ def start_hypercorn(sink):
     server = subprocess.Popen([harness.PYTHON, "-m", "hypercorn", "--bind", f"127.0.0.1:{port}", "h2_asgi:app"],
                               env=hc.shim_env(sink.url, OTEL_SERVICE_NAME="hypercorn"), cwd=APPS,
                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-    wait_port(port)
+    wait_port(port, server)
     return server, port
 
 class H2loadNghttpd(unittest.TestCase):
@@ -81,7 +89,7 @@ class H2loadNghttpd(unittest.TestCase):
         env = hc.shim_env(cls.sink.url, OTEL_SERVICE_NAME="nghttpd")
         cls.server = subprocess.Popen(["nghttpd", "--no-tls", "-d", cls.dir, str(port)], env=env,
                                       stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-        wait_port(port)
+        wait_port(port, cls.server)
         urls = [f"http://127.0.0.1:{port}/index.html", f"http://127.0.0.1:{port}/missing"]
         cls.load = harness.run(["h2load", "-n", "2000", "-c", "10", "-m", "10"] + urls, harness.plain_env(), timeout=50)
         hc.wait_exports_after(cls.sink, time.monotonic())    # nghttpd ends on SIGTERM without an exit flush

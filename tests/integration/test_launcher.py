@@ -218,13 +218,6 @@ class Launcher(harness.ShimTestCase):
 
     # ---- signals ---------------------------------------------------------
 
-    def wait_for(self, path, timeout=20):
-        end = time.monotonic() + timeout
-        while not os.path.exists(path):
-            if time.monotonic() > end:
-                self.fail(f"{path} never appeared")
-            time.sleep(0.01)
-
     def log_lines(self, log):
         try:
             with open(log) as f:
@@ -239,14 +232,12 @@ class Launcher(harness.ShimTestCase):
                 proc = subprocess.Popen([LAUNCHER, harness.PYTHON, self.target, log, ready, final], env=self.env,
                                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
                 try:
-                    self.wait_for(ready)
+                    harness.wait_for_file(ready, alive=proc)
                     sent = ["SIGUSR1", "SIGUSR2", "SIGHUP", "SIGWINCH", "SIGQUIT", final]
                     for i, name in enumerate(sent):
                         proc.send_signal(getattr(signal, name))
                         # One at a time: two pending signals of a kind are one.
-                        end = time.monotonic() + 10
-                        while len(self.log_lines(log)) < i + 1 and time.monotonic() < end:
-                            time.sleep(0.01)
+                        harness.poll(lambda: len(self.log_lines(log)) >= i + 1, 10, interval=0.01)
                     _, err = proc.communicate(timeout=20)
                 finally:
                     proc.kill()
@@ -280,7 +271,7 @@ class Launcher(harness.ShimTestCase):
                     pass
 
         try:
-            self.wait_for(ready)
+            harness.wait_for_file(ready)
             os.kill(pid, signal.SIGSTOP)
             os.waitpid(pid, os.WUNTRACED)
             os.write(master, b"\x03")

@@ -206,12 +206,6 @@ class NothingLost(harness.ShimTestCase):
     def files(self):
         return sorted(os.listdir(self.dir)) if os.path.isdir(self.dir) else []
 
-    def wait_for(self, cond, timeout=10):
-        end = time.monotonic() + timeout
-        while time.monotonic() < end and not cond():
-            time.sleep(0.05)
-        return cond()
-
     # ---- what reached the sink -------------------------------------------
 
     def finals(self):
@@ -299,7 +293,8 @@ class NothingLost(harness.ShimTestCase):
         p = self.run_prog([harness.PYTHON, "-c", ORPHAN, str(self.listener.port), done], env)
         self.assertEqual(p.returncode, 0, p.stderr)
         child = int(p.stdout.split()[0])
-        self.assertTrue(self.wait_for(lambda: os.path.exists(done) and not os.path.exists(f"/proc/{child}")))
+        harness.wait_for(lambda: os.path.exists(done) and not os.path.exists(f"/proc/{child}"), 10,
+                         f"the child {child} to finish")
         # No shim process of that tree is left: the next one started delivers it.
         self.assertEqual(self.finals(), {})
         q = self.run_prog([SHORT_LIVED, str(self.listener.port), "1", "0"], env)

@@ -187,12 +187,6 @@ class OutOfTheWay(harness.ShimTestCase):
             out[res["service.instance.id"]] = (res["process.pid"], res["process.executable.name"], p.as_int)
         return out
 
-    def wait_for(self, cond, timeout):
-        end = time.monotonic() + timeout
-        while time.monotonic() < end and not cond():
-            time.sleep(0.05)
-        return cond()
-
     def test_a_process_started_under_a_shim_process_loads_without_a_malloc(self):
         """Reading the configuration at load makes no allocation (its strings go
         to its own store), so a program whose parent runs the shim starts with
@@ -312,8 +306,8 @@ class OutOfTheWay(harness.ShimTestCase):
         self.assertEqual(self.sink.raw, [], "the collector never answered")
         self.deliver_through_open_gate()
         expected = 1 + n * (n + 1) // 2 + 1
-        self.assertTrue(self.wait_for(lambda: sum(v for _, _, v in self.finals().values()) >= expected, 30),
-                        self.finals())
+        harness.wait_for(lambda: sum(v for _, _, v in self.finals().values()) >= expected, 30,
+                         lambda: f"{expected} connects at the sink, have {self.finals()}")
         finals = self.finals()
         by_pid = {pid: (exe, v) for pid, exe, v in finals.values()}
         for i, pid in enumerate(children):
@@ -348,7 +342,7 @@ class OutOfTheWay(harness.ShimTestCase):
               f"without the shim {1000 * statistics.median(plain):.0f} ms", file=sys.stderr)
         self.assertEqual(self.sink.raw, [])
         self.deliver_through_open_gate()
-        self.assertTrue(self.wait_for(lambda: len(self.finals()) == 4, 30), self.finals())
+        harness.wait_for(lambda: len(self.finals()) == 4, 30, lambda: f"4 instances at the sink, have {self.finals()}")
         by_pid = {pid: (exe, v) for pid, exe, v in self.finals().values()}
         self.assertEqual([by_pid.get(pid) for pid in pids], [(PY, 2), (PY, 3), (PY, 4)])
 
@@ -467,7 +461,8 @@ class UnderTheLauncher(OutOfTheWay):
             self.assertEqual(launcher.stdout.readline(), "ready\n")
             program = children_of(launcher.pid)[0]
             # Exported while it runs, by the launcher.
-            self.assertTrue(self.wait_for(lambda: self.value_of(program) == 3, 20), self.sink.points(CONNECTS))
+            harness.wait_for(lambda: self.value_of(program) == 3, 20,
+                             lambda: f"3 connects of {program}, have {self.sink.points(CONNECTS)}")
             tasks = os.listdir(f"/proc/{program}/task")
             sockets = [fd for fd in os.listdir(f"/proc/{program}/fd")
                        if os.readlink(f"/proc/{program}/fd/{fd}").startswith("socket:")]
@@ -493,7 +488,7 @@ class UnderTheLauncher(OutOfTheWay):
             with self.launched([ENDING, str(self.listener.port), str(connects), "wait"],
                                OTEL_METRIC_EXPORT_INTERVAL=60000) as launcher:
                 self.assertEqual(launcher.stdout.readline(), "ready\n")
-                started = self.wait_for(lambda: len(children_of(launcher.pid)) == 2, 10 if keeper else 1)
+                started = harness.poll(lambda: len(children_of(launcher.pid)) == 2, 10 if keeper else 1)
                 self.assertEqual(started, keeper, f"{connects} connects: children {children_of(launcher.pid)}")
                 os.kill(children_of(launcher.pid)[0], signal.SIGTERM)
                 self.assertEqual(launcher.wait(timeout=60), 128 + signal.SIGTERM)
@@ -505,15 +500,18 @@ class UnderTheLauncher(OutOfTheWay):
         self.assertEqual(p.returncode, 0, p.stderr)
         daemon = int(p.stdout.split()[0])
         # The launcher has ended; the daemon lives on and is exported to its end.
-        self.assertTrue(self.wait_for(lambda: os.path.exists(done) and not os.path.exists(f"/proc/{daemon}"), 30))
-        self.assertTrue(self.wait_for(lambda: self.value_of(daemon) == 9, 30), self.value_of(daemon))
+        harness.wait_for(lambda: os.path.exists(done) and not os.path.exists(f"/proc/{daemon}"), 30,
+                         f"the daemon {daemon} to finish")
+        harness.wait_for(lambda: self.value_of(daemon) == 9, 30,
+                         lambda: f"9 connects of the daemon, have {self.value_of(daemon)}")
         seen = [p.as_int for res, _, p in self.sink.points(CONNECTS) if res["process.pid"] == daemon]
         self.assertIn(2, seen, "its values before the launcher ended")
         self.assertEqual(seen, sorted(seen), "cumulative: never a value that goes back")
         self.assertEqual(len(self.instances(daemon)), 1, "one identity from start to end")
         finals = self.finals()
         self.assertEqual(sorted(v for _, _, v in finals.values()), [1, 9])
-        self.assertTrue(self.wait_for(lambda: not os.listdir(os.path.join(harness.runtime_dir(), "nemolens")), 30))
+        segments = os.path.join(harness.runtime_dir(), "nemolens")
+        harness.wait_for(lambda: not os.listdir(segments), 30, lambda: f"no segment left, have {os.listdir(segments)}")
 
     def test_a_grandchild_whose_launcher_was_killed_is_exported_on(self):
         # With memory profiling: the program is the server root, sampled by
@@ -527,7 +525,8 @@ class UnderTheLauncher(OutOfTheWay):
         try:
             grandchild = int(launcher.stdout.readline())
             program, keeper = children_of(launcher.pid)
-            self.assertTrue(self.wait_for(lambda: self.value_of(grandchild) == 3, 20), self.value_of(grandchild))
+            harness.wait_for(lambda: self.value_of(grandchild) == 3, 20,
+                             lambda: f"3 connects of the grandchild, have {self.value_of(grandchild)}")
             os.kill(launcher.pid, signal.SIGKILL)
             launcher.wait()
             killed = time.time_ns()
@@ -536,12 +535,14 @@ class UnderTheLauncher(OutOfTheWay):
             launcher.stdin.flush()
             self.assertEqual(launcher.stdout.readline(), "done\n")
             t0 = time.monotonic()
-            self.assertTrue(self.wait_for(lambda: self.value_of(grandchild) == 7, 20), self.value_of(grandchild))
+            harness.wait_for(lambda: self.value_of(grandchild) == 7, 20,
+                             lambda: f"7 connects of the grandchild, have {self.value_of(grandchild)}")
             took = time.monotonic() - t0
             # The program's tree (it, its child, the grandchild), sampled after the kill.
-            self.assertTrue(self.wait_for(lambda: any(
+            harness.wait_for(lambda: any(
                 res["process.pid"] == program and p.time_unix_nano > killed and p.as_int == 3
-                for res, _, p in self.sink.points("gym.server.processes")), 20))
+                for res, _, p in self.sink.points("gym.server.processes")), 20,
+                "a sample of 3 processes in the program's tree after the kill")
             # Exported and sampled by the keeper: nothing of the exporter runs in them.
             # (ThreadSanitizer's runtime starts a thread of its own in a fork child.)
             for pid, threads in ((grandchild, 1 + TSAN), (program, 1)):
@@ -555,7 +556,7 @@ class UnderTheLauncher(OutOfTheWay):
             launcher.stdin.write("q\n")
             launcher.stdin.flush()
             for pid in (grandchild, program, keeper):
-                self.assertTrue(self.wait_for(lambda: not os.path.exists(f"/proc/{pid}"), 30), pid)
+                harness.wait_for(lambda: not os.path.exists(f"/proc/{pid}"), 30, f"process {pid} to end")
         finally:
             launcher.kill()
             launcher.wait()
@@ -591,7 +592,8 @@ class UnderTheLauncher(OutOfTheWay):
                               for req, t in zip(self.sink.requests, self.sink.arrivals)]
                 return [t for t, got in rounds if got >= set(pids)]
             # Every interval, every process of the tree, in one request.
-            self.assertTrue(self.wait_for(lambda: len(full_rounds()) >= 3, 60), len(full_rounds()))
+            harness.wait_for(lambda: len(full_rounds()) >= 3, 60,
+                             lambda: f"3 full rounds, have {len(full_rounds())}")
             full = full_rounds()
             launcher.stdin.write("go\n")
             launcher.stdin.flush()
@@ -605,7 +607,9 @@ class UnderTheLauncher(OutOfTheWay):
         gaps = [b - a for a, b in zip(full, full[1:])]
         print(f"\n  tree of {n} under nemolens-run: requests with all {n} processes "
               f"{' '.join(f'{g:.2f}' for g in gaps)} s apart", file=sys.stderr)
-        self.assertTrue(self.wait_for(lambda: len(self.finals()) == n, 30), (pids, self.finals(), self.files_left()))
+        harness.wait_for(lambda: len(self.finals()) == n, 30,
+                         lambda: f"{n} instances at the sink: pids {pids}, have {self.finals()}, "
+                                 f"files left {self.files_left()}")
         by_pid = {pid: v for pid, _, v in self.finals().values()}
         self.assertEqual([by_pid.get(pid) for pid in pids], list(range(1, n + 1)))
         self.assertEqual(self.files_left(), [])

@@ -124,11 +124,8 @@ class App:
                     raise RuntimeError(f"{name} did not start within {timeout}s: {self.stderr()[-2000:]}")
                 self.info = json.loads(line)
             else:
-                deadline = time.monotonic() + timeout
-                while not os.path.exists(ready):
-                    if self.proc.poll() is not None or time.monotonic() > deadline:
-                        raise RuntimeError(f"{name} did not start: {self.stderr()[-2000:]}")
-                    time.sleep(0.05)
+                if not harness.poll(lambda: os.path.exists(ready), timeout, alive=self.proc):
+                    raise RuntimeError(f"{name} did not start: {self.stderr()[-2000:]}")
         except BaseException:
             self.stop(signal.SIGKILL)
             os.unlink(self.log.name)
@@ -194,12 +191,10 @@ def wait_exports_after(sink, t, n=2, timeout=EXPORT_WAIT_S):
     """Waits until n exports arrived after time.monotonic() t and returns the
     requests that did (fewer on timeout). With one exporting process, the
     second one after t was collected after t: it holds everything done before t."""
-    deadline = time.monotonic() + timeout
-    while True:
-        after = [req for at, req in exports(sink) if at > t]
-        if len(after) >= n or time.monotonic() > deadline:
-            return after
-        time.sleep(0.05)
+    def after():
+        return [req for at, req in exports(sink) if at > t]
+    harness.poll(lambda: len(after()) >= n, timeout)
+    return after()
 
 
 def points_in(reqs, name):
