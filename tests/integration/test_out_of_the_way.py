@@ -301,8 +301,10 @@ class OutOfTheWay(harness.ShimTestCase):
         print(f"\n  fork() while {'nemolens-run' if self.launcher else 'the exporter'} waits on a silent collector: median {statistics.median(took):.2f} ms, "
               f"max {max(took):.2f} ms", file=sys.stderr)
         if not SANITIZED:
-            # It waited 100 ms for every export; a fork takes a few ms.
-            self.assertLess(statistics.median(took), 50)
+            # A fork the export in flight held back would wait for it, up to
+            # the request's timeout (10 s): the collector never answers. A
+            # fork takes a few ms, tens on a loaded machine.
+            self.assertLess(statistics.median(took), 1000)
         self.assertEqual(self.sink.raw, [], "the collector never answered")
         self.deliver_through_open_gate()
         expected = 1 + n * (n + 1) // 2 + 1
