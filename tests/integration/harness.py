@@ -174,6 +174,21 @@ def launcher_env(**extra):
     return for_launcher(shim_env(**extra))
 
 
+def start_sink(owner):
+    """A new OTLP sink (otlp_sink.Sink) on a free loopback port, closed once
+    OWNER is done with it: OWNER is a test (self), or its class when called
+    from setUpClass. The close comes after tearDown or tearDownClass, so the
+    exit flushes of programs those end still find it, and it comes even when
+    the set-up fails half-way."""
+    from otlp_sink import Sink
+    sink = Sink()
+    if isinstance(owner, type):
+        owner.addClassCleanup(sink.close)
+    else:
+        owner.addCleanup(sink.close)
+    return sink
+
+
 def run(args, env, timeout=60, **kw):
     return subprocess.run(args, env=env, capture_output=True, text=True, timeout=timeout, **kw)
 
@@ -185,14 +200,12 @@ class ShimTestCase(unittest.TestCase):
 
     @classmethod
     def setUpClass(cls):
-        from otlp_sink import Sink
         cls.listener = AcceptingListener()
-        cls.sink = Sink()
+        cls.sink = start_sink(cls)
 
     @classmethod
     def tearDownClass(cls):
         cls.listener.close()
-        cls.sink.close()
 
     def setUp(self):
         self.sink.reset()

@@ -36,7 +36,6 @@ import unittest
 
 sys.path.insert(0, os.path.dirname(__file__))
 import harness  # noqa: E402
-from otlp_sink import Sink  # noqa: E402
 from http_apps import httpcheck as hc  # noqa: E402
 from http_apps import tlsapps  # noqa: E402
 
@@ -56,8 +55,7 @@ class ModelCalls(unittest.TestCase):
 
     @classmethod
     def setUpClass(cls):
-        cls.sink = Sink()
-        cls.addClassCleanup(cls.sink.close)
+        cls.sink = harness.start_sink(cls)
         tls_env, curl_tls, client_env = {}, [], {}
         if cls.TLS:
             d = tempfile.TemporaryDirectory()

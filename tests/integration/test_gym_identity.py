@@ -15,7 +15,7 @@ import urllib.request
 
 sys.path.insert(0, os.path.dirname(__file__))
 import harness  # noqa: E402
-from otlp_sink import Sink, attrs  # noqa: E402
+from otlp_sink import attrs  # noqa: E402
 
 CONFIG = """config_paths:
 - resources_servers/math/configs/math.yaml
@@ -50,8 +50,7 @@ def free_port():
 
 class GymServer(unittest.TestCase):
     def serve(self, **extra):
-        sink = Sink()
-        self.addCleanup(sink.close)
+        sink = harness.start_sink(self)
         port = free_port()
         env = harness.shim_env(OTEL_EXPORTER_OTLP_METRICS_ENDPOINT=sink.url, OTEL_METRIC_EXPORT_INTERVAL=200,
                                NEMOLENS_MEMORY_SAMPLE_INTERVAL_MS=100, NEMO_GYM_CONFIG_PATH="math_verify",

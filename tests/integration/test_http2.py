@@ -22,7 +22,7 @@ import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import harness  # noqa: E402
-from otlp_sink import Sink, attrs  # noqa: E402
+from otlp_sink import attrs  # noqa: E402
 from http_apps import httpcheck as hc  # noqa: E402
 
 APPS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "http_apps")
@@ -80,7 +80,7 @@ def start_hypercorn(sink):
 class H2loadNghttpd(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
-        cls.sink = Sink()
+        cls.sink = harness.start_sink(cls)
         harness.new_runtime_dir()
         cls.dir = tempfile.mkdtemp(prefix="nl-h2-")
         with open(os.path.join(cls.dir, "index.html"), "w") as f:
@@ -96,10 +96,6 @@ class H2loadNghttpd(unittest.TestCase):
         cls.server.terminate()
         cls.server.wait(15)
 
-    @classmethod
-    def tearDownClass(cls):
-        cls.sink.close()
-
     def test_server_counts(self):
         out = self.load.stdout
         m = re.search(r"status codes: (\d+) 2xx, \d+ 3xx, (\d+) 4xx", out)
@@ -113,16 +109,12 @@ class H2loadNghttpd(unittest.TestCase):
 class HttpxHypercorn(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
-        cls.sink = Sink()
+        cls.sink = harness.start_sink(cls)
         cls.server, port = start_hypercorn(cls.sink)
         cls.client = harness.run([harness.PYTHON, "-c", CLIENT, str(port)],
                                  hc.shim_env(cls.sink.url, OTEL_SERVICE_NAME="httpx"), timeout=50)
         cls.server.terminate()
         cls.server.wait(15)
-
-    @classmethod
-    def tearDownClass(cls):
-        cls.sink.close()
 
     def test_client_ran(self):
         self.assertEqual(self.client.returncode, 0, self.client.stderr[-2000:])
@@ -141,7 +133,7 @@ class UpgradeH2c(unittest.TestCase):
 
     @classmethod
     def setUpClass(cls):
-        cls.sink = Sink()
+        cls.sink = harness.start_sink(cls)
         cls.server, port = start_hypercorn(cls.sink)
         base = f"http://127.0.0.1:{port}"
         # nghttp fetches each URI once and reuses one connection per origin.
@@ -151,10 +143,6 @@ class UpgradeH2c(unittest.TestCase):
                                  hc.shim_env(cls.sink.url, OTEL_SERVICE_NAME="nghttp"), timeout=30)
         cls.server.terminate()
         cls.server.wait(15)
-
-    @classmethod
-    def tearDownClass(cls):
-        cls.sink.close()
 
     def test_client_upgraded(self):
         self.assertEqual(self.client.returncode, 0, self.client.stderr[-2000:])

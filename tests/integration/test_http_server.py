@@ -30,7 +30,8 @@ import unittest
 import uuid
 
 sys.path.insert(0, os.path.dirname(__file__))
-from otlp_sink import Sink, attrs  # noqa: E402
+import harness  # noqa: E402
+from otlp_sink import attrs  # noqa: E402
 from http_apps import httpcheck as hc  # noqa: E402
 from http_apps.rawhttp import Conn, Log, abandon, one_shot  # noqa: E402
 
@@ -64,8 +65,7 @@ class GymScenario:
 
     @classmethod
     def setUpClass(cls):
-        cls.sink = Sink()
-        cls.addClassCleanup(cls.sink.close)
+        cls.sink = harness.start_sink(cls)
         env = hc.shim_env(cls.sink.url, OTEL_SERVICE_NAME=f"gym-app-{cls.LOOP}")
         cls.app = hc.App([hc.PYTHON, hc.app_path("gym_app.py"), "--loop", cls.LOOP], env, f"gym-{cls.LOOP}")
         cls.addClassCleanup(cls.app.cleanup)

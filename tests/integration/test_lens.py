@@ -22,7 +22,7 @@ import unittest
 
 sys.path.insert(0, os.path.dirname(__file__))
 import harness  # noqa: E402
-from otlp_sink import Sink, attrs  # noqa: E402
+from otlp_sink import attrs  # noqa: E402
 
 BUILD = os.path.dirname(os.path.abspath(harness.BIN))
 EXAMPLE = os.path.join(BUILD, "examples", "nemolens_example")
@@ -124,11 +124,10 @@ class LinkedCExample(LensTestCase):
     def setUp(self):
         if not os.access(EXAMPLE, os.X_OK):
             self.skipTest(f"{EXAMPLE} not built")
-        self.sink = Sink()
+        self.sink = harness.start_sink(self)
         self.listener = harness.AcceptingListener()
 
     def tearDown(self):
-        self.sink.close()
         self.listener.close()
 
     def env(self, preload):
@@ -215,8 +214,7 @@ class InstalledCExample(LensTestCase):
                                  capture_output=True, text=True)
             self.assertEqual(cxx.returncode, 0, cxx.stderr)
 
-        sink = Sink()
-        self.addCleanup(sink.close)
+        sink = harness.start_sink(self)
         run_env = harness.plain_env(OTEL_EXPORTER_OTLP_METRICS_ENDPOINT=sink.url,
                                     LD_LIBRARY_PATH=os.path.join(prefix, libdir))
         ldd = subprocess.run(["ldd", exe], env=run_env, capture_output=True, text=True).stdout

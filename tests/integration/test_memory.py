@@ -28,7 +28,7 @@ import unittest
 
 sys.path.insert(0, os.path.dirname(__file__))
 import harness  # noqa: E402
-from otlp_sink import Sink, attrs  # noqa: E402
+from otlp_sink import attrs  # noqa: E402
 
 PROG = os.path.join(harness.BIN, "mem_tree")
 LAUNCHER = os.path.join(os.path.dirname(harness.SO), "nemolens-run")
@@ -82,11 +82,7 @@ class Memory(unittest.TestCase):
 
     @classmethod
     def setUpClass(cls):
-        cls.sink = Sink()
-
-    @classmethod
-    def tearDownClass(cls):
-        cls.sink.close()
+        cls.sink = harness.start_sink(cls)
 
     def setUp(self):
         self.sink.reset()

@@ -19,7 +19,6 @@ import unittest
 
 sys.path.insert(0, os.path.dirname(__file__))
 import harness  # noqa: E402
-from otlp_sink import Sink  # noqa: E402
 
 CONNECTS = "gym.http.connection_pool.connect_total"
 PY_TESTS = ["test_httplib", "test_urllib2_localnet", "test_asyncio.test_sock_lowlevel",
@@ -46,11 +45,7 @@ def tap_results(output):
 class RealPrograms(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
-        cls.sink = Sink()
-
-    @classmethod
-    def tearDownClass(cls):
-        cls.sink.close()
+        cls.sink = harness.start_sink(cls)
 
     def setUp(self):
         self.sink.reset()
