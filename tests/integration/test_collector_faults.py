@@ -91,7 +91,9 @@ class CollectorFaults(harness.ShimTestCase):
         # The exit flush gives up on the slow answer, and says so once.
         self.assertLessEqual(len(warnings), 1, warnings)
         self.assertTrue(all("timed out" in w for w in warnings), warnings)
-        self.assertGreater(n, 50, "the program's own loop was slowed down")
+        # About 100 connects in its 1 s; a busy machine halves that, a loop
+        # that waited for the collector's answer would make one or two.
+        self.assertGreater(n, 10, "the program's own loop was slowed down")
         # exit waits for at most the exit flush deadline (500 ms) beyond the program's 1 s
         self.assertLess(elapsed, 1.0 + 0.5 + EXIT_SLACK)
 
