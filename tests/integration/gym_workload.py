@@ -45,9 +45,7 @@ class GymWorkload:
     def env(self, service, **extra):
         env = harness.shim_env(OTEL_EXPORTER_OTLP_METRICS_ENDPOINT=self.vm.otlp_url,
                                OTEL_METRIC_EXPORT_INTERVAL=1000, OTEL_SERVICE_NAME=service, **extra)
-        if self.launcher:
-            del env["LD_PRELOAD"]
-        return env
+        return harness.without_shim(env) if self.launcher else env
 
     def start_servers(self):
         out = open(os.path.join(self.dir, "server.json"), "w+")
@@ -57,16 +55,14 @@ class GymWorkload:
         self.server = subprocess.Popen(self.launcher + [harness.PYTHON, os.path.join(DEMO, "server.py"), "--ports", "2",
                                         "--latency-ms", "2,30", "--full", "--refused"],
                                        env=env, stdout=out, stderr=err, stdin=subprocess.DEVNULL)
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
+        def first_line():
             out.seek(0)
             line = out.readline()
-            if line.endswith("\n"):
-                self.ports = json.loads(line)
-                return
-            if self.server.poll() is not None:
-                break
-            time.sleep(0.1)
+            return line if line.endswith("\n") else ""
+        line = harness.poll(first_line, 30, interval=0.1, alive=self.server)
+        if line:
+            self.ports = json.loads(line)
+            return
         raise RuntimeError("demo server did not start: " + open(err.name).read()[-2000:])
 
     def run_client(self):

@@ -20,6 +20,43 @@ sys.path.insert(0, os.path.join(SRC, "scripts", "demo"))
 from listeners import FullListener, refused_port  # noqa: E402,F401
 
 
+def poll(predicate, timeout, interval=0.05, alive=None):
+    """Calls PREDICATE every INTERVAL seconds until it returns something true
+    or TIMEOUT seconds have passed, and returns what it returned last (its
+    true value, or its false one at the deadline: it is always called once
+    more then). With ALIVE, a subprocess.Popen, the wait also ends as soon
+    as that process has exited, since what it was to bring about will not
+    come. For a wait whose end is not a failure; wait_for fails."""
+    end = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value or time.monotonic() >= end:
+            return value
+        if alive is not None and alive.poll() is not None:
+            return predicate()
+        time.sleep(interval)
+
+
+def wait_for(predicate, timeout, what, interval=0.05, alive=None):
+    """poll, failing the test (AssertionError) when PREDICATE never held.
+    WHAT says what was awaited: a string, or a function returning one,
+    called at the failure so that it can show the state at that moment.
+    Returns the predicate's true value."""
+    value = poll(predicate, timeout, interval, alive)
+    if not value:
+        if alive is not None and alive.poll() is not None:
+            why = f"process {alive.pid} exited with {alive.returncode}"
+        else:
+            why = f"not within {timeout} s"
+        raise AssertionError(f"waited for {what() if callable(what) else what}: {why}")
+    return value
+
+
+def wait_for_file(path, timeout=20.0, alive=None):
+    """Waits until PATH exists (a program's sign that it is ready)."""
+    wait_for(lambda: os.path.exists(path), timeout, f"{path} to appear", interval=0.01, alive=alive)
+
+
 class AcceptingListener:
     """A TCP listener on 127.0.0.1 that accepts and closes every connection."""
 
@@ -47,9 +84,7 @@ class AcceptingListener:
         queue: connects finish before their accept, so a count read right
         after a program ends may be short. Waits until EXPECTED is reached
         (or TIMEOUT), then a little longer for any surplus."""
-        end = time.monotonic() + timeout
-        while self.accepted < expected and time.monotonic() < end:
-            time.sleep(0.01)
+        poll(lambda: self.accepted >= expected, timeout, interval=0.01)
         time.sleep(0.05)
         return self.accepted
 
@@ -106,6 +141,54 @@ def shim_env(**extra):
     return env
 
 
+def without_shim(env):
+    """A copy of ENV with nothing in LD_PRELOAD."""
+    env = dict(env)
+    env.pop("LD_PRELOAD", None)
+    return env
+
+
+def plain_env(**extra):
+    """shim_env(**extra) without the shim: the environment of the same
+    program run plainly, to compare with its run under the shim (both see
+    the same variables, runtime directory included). A sanitizer build's
+    runtime is not preloaded either: the program is not instrumented."""
+    return without_shim(shim_env(**extra))
+
+
+def for_launcher(env):
+    """A copy of ENV (made by shim_env) for a program that loads the shim
+    itself: nemolens-run, which preloads it into its program, or a program
+    linked with it. The shim leaves LD_PRELOAD; the runtime of a sanitizer
+    build stays, since it must come first in every process that loads an
+    instrumented shim."""
+    env = without_shim(env)
+    runtime = os.environ.get("NL_SANITIZER_RUNTIME")
+    if runtime:
+        env["LD_PRELOAD"] = runtime
+    return env
+
+
+def launcher_env(**extra):
+    """shim_env(**extra) for nemolens-run (see for_launcher)."""
+    return for_launcher(shim_env(**extra))
+
+
+def start_sink(owner):
+    """A new OTLP sink (otlp_sink.Sink) on a free loopback port, closed once
+    OWNER is done with it: OWNER is a test (self), or its class when called
+    from setUpClass. The close comes after tearDown or tearDownClass, so the
+    exit flushes of programs those end still find it, and it comes even when
+    the set-up fails half-way."""
+    from otlp_sink import Sink
+    sink = Sink()
+    if isinstance(owner, type):
+        owner.addClassCleanup(sink.close)
+    else:
+        owner.addCleanup(sink.close)
+    return sink
+
+
 def run(args, env, timeout=60, **kw):
     return subprocess.run(args, env=env, capture_output=True, text=True, timeout=timeout, **kw)
 
@@ -117,14 +200,12 @@ class ShimTestCase(unittest.TestCase):
 
     @classmethod
     def setUpClass(cls):
-        from otlp_sink import Sink
         cls.listener = AcceptingListener()
-        cls.sink = Sink()
+        cls.sink = start_sink(cls)
 
     @classmethod
     def tearDownClass(cls):
         cls.listener.close()
-        cls.sink.close()
 
     def setUp(self):
         self.sink.reset()

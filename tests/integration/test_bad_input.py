@@ -20,12 +20,6 @@ ODD = os.path.join(harness.BIN, "odd_fds")
 SHORT = os.path.join(harness.BIN, "short_lived")
 
 
-def plain_env():
-    env = dict(os.environ)
-    env.pop("LD_PRELOAD", None)
-    return env
-
-
 class BadInput(harness.ShimTestCase):
 
     def shim(self, **extra):
@@ -33,7 +27,7 @@ class BadInput(harness.ShimTestCase):
 
     def test_invalid_fds_keep_return_values_and_errno(self):
         args = [ODD, "bad", str(self.listener.port)]
-        base = harness.run(args, plain_env())
+        base = harness.run(args, harness.plain_env())
         shim = harness.run(args, self.shim())
         self.assertEqual(base.returncode, 0)
         self.assertGreater(len(base.stdout.splitlines()), 25)
@@ -117,7 +111,7 @@ class BadInput(harness.ShimTestCase):
         env = self.shim(**hostile, NEMOLENS_LOG_PATH="stderr")   # the warnings on stderr, to check them
         env = {k: v.encode("utf-8", "surrogateescape") for k, v in env.items()}
         args = [SHORT, str(self.listener.port), "3", "0"]
-        base = subprocess.run(args, env=plain_env(), capture_output=True, timeout=60)
+        base = subprocess.run(args, env=harness.plain_env(), capture_output=True, timeout=60)
         shim = subprocess.run(args, env=env, capture_output=True, timeout=60)
         self.assertEqual((shim.returncode, shim.stdout), (base.returncode, base.stdout))
         warnings = shim.stderr.decode(errors="replace").splitlines()

@@ -9,7 +9,7 @@ import unittest
 
 sys.path.insert(0, os.path.dirname(__file__))
 import harness  # noqa: E402
-from otlp_sink import Sink, attrs  # noqa: E402
+from otlp_sink import attrs  # noqa: E402
 
 BOUNDS = [0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 25, 50, 100, 250, 500, 1000, 5000, 30000]
 DEST = "nemo.gym.http.destination.server.name"
@@ -21,7 +21,7 @@ ROUNDS = 7
 class ConnectCounts(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
-        cls.sink = Sink()
+        cls.sink = harness.start_sink(cls)
         cls.ok = harness.AcceptingListener()
         cls.refused = harness.refused_port()
         cls.full = harness.FullListener()
@@ -36,7 +36,6 @@ class ConnectCounts(unittest.TestCase):
 
     @classmethod
     def tearDownClass(cls):
-        cls.sink.close()
         cls.ok.close()
         cls.full.close()
 
@@ -115,8 +114,7 @@ print(n)
 """
 
     def test_the_wait_ends_at_the_splice(self):
-        sink = Sink()
-        self.addCleanup(sink.close)
+        sink = harness.start_sink(self)
         ok = harness.AcceptingListener()
         self.addCleanup(ok.close)
         env = harness.shim_env(OTEL_EXPORTER_OTLP_METRICS_ENDPOINT=sink.url,
@@ -148,8 +146,7 @@ print(rc, socket.socket(fileno=d).getsockopt(socket.SOL_SOCKET, socket.SO_ERROR)
 """
 
     def test_the_duplicate_keeps_the_error(self):
-        sink = Sink()
-        self.addCleanup(sink.close)
+        sink = harness.start_sink(self)
         refused = harness.refused_port()
         env = harness.shim_env(OTEL_EXPORTER_OTLP_METRICS_ENDPOINT=sink.url,
                                NEMOLENS_DESTINATIONS=f"beta=127.0.0.1:{refused}")

@@ -35,13 +35,7 @@ class ForkParts(harness.ShimTestCase):
         extra = {"NEMOLENS_CARDINALITY_LIMIT": "200", "OTEL_EXPORTER_OTLP_METRICS_ENDPOINT": self.sink.url,
                  "OTEL_METRIC_EXPORT_INTERVAL": "200"}
         env = harness.shim_env(**extra)
-        if mode == "linked":
-            runtime = os.environ.get("NL_SANITIZER_RUNTIME")
-            if runtime:
-                env["LD_PRELOAD"] = runtime
-            else:
-                del env["LD_PRELOAD"]
-        return env
+        return harness.for_launcher(env) if mode == "linked" else env
 
     def fork_parts(self, mode, order, forks):
         args = [PROGRAM, order, str(forks)]

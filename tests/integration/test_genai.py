@@ -35,7 +35,7 @@ import time
 import unittest
 
 sys.path.insert(0, os.path.dirname(__file__))
-from otlp_sink import Sink  # noqa: E402
+import harness  # noqa: E402
 from http_apps import httpcheck as hc  # noqa: E402
 from http_apps import tlsapps  # noqa: E402
 
@@ -55,8 +55,7 @@ class ModelCalls(unittest.TestCase):
 
     @classmethod
     def setUpClass(cls):
-        cls.sink = Sink()
-        cls.addClassCleanup(cls.sink.close)
+        cls.sink = harness.start_sink(cls)
         tls_env, curl_tls, client_env = {}, [], {}
         if cls.TLS:
             d = tempfile.TemporaryDirectory()
@@ -81,7 +80,7 @@ class ModelCalls(unittest.TestCase):
         # newlocale before it, whose malloc then starts the runtime under
         # glibc's locale lock, and it deadlocks on that lock). The server still
         # sees its call; its client side is checked in the plain build.
-        curl_env = hc.plain_env() if SANITIZED else hc.shim_env(cls.sink.url, OTEL_SERVICE_NAME=CURL)
+        curl_env = harness.plain_env() if SANITIZED else hc.shim_env(cls.sink.url, OTEL_SERVICE_NAME=CURL)
         with tempfile.TemporaryDirectory() as d:
             head, send = os.path.join(d, "head"), ["-d", body]
             if cls.COMPRESS:

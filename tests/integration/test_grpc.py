@@ -16,7 +16,7 @@ import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import harness  # noqa: E402
-from otlp_sink import Sink, attrs  # noqa: E402
+from otlp_sink import attrs  # noqa: E402
 from http_apps import httpcheck as hc  # noqa: E402
 
 APP = os.path.join(os.path.dirname(os.path.abspath(__file__)), "http_apps", "grpc_app.py")
@@ -27,7 +27,7 @@ PLAN = [["Unary", "ok", 300], ["Unary", "NOT_FOUND", 20], ["Unary", "INVALID_ARG
 class GrpcTest(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
-        cls.sink = Sink()
+        cls.sink = harness.start_sink(cls)
         harness.new_runtime_dir()
         port = hc.free_port()
         server_env = hc.shim_env(cls.sink.url, OTEL_SERVICE_NAME="grpc-server")
@@ -38,10 +38,6 @@ class GrpcTest(unittest.TestCase):
         cls.seen = json.loads(p.stdout) if p.returncode == 0 else None
         cls.server_status = cls.server.stop()
         cls.server_err = cls.server.stderr()
-
-    @classmethod
-    def tearDownClass(cls):
-        cls.sink.close()
 
     def counts(self, name, service, keys):
         out = collections.Counter()

@@ -15,7 +15,7 @@ import urllib.request
 
 sys.path.insert(0, os.path.dirname(__file__))
 import harness  # noqa: E402
-from otlp_sink import Sink, attrs  # noqa: E402
+from otlp_sink import attrs  # noqa: E402
 
 CONFIG = """config_paths:
 - resources_servers/math/configs/math.yaml
@@ -33,6 +33,15 @@ USAGE = "gym.server.memory.usage"
 DURATION = "http.server.request.duration"
 
 
+def answers(url):
+    """Whether an HTTP server answers URL."""
+    try:
+        urllib.request.urlopen(url, timeout=2).read()
+        return True
+    except OSError:
+        return False
+
+
 def free_port():
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -41,8 +50,7 @@ def free_port():
 
 class GymServer(unittest.TestCase):
     def serve(self, **extra):
-        sink = Sink()
-        self.addCleanup(sink.close)
+        sink = harness.start_sink(self)
         port = free_port()
         env = harness.shim_env(OTEL_EXPORTER_OTLP_METRICS_ENDPOINT=sink.url, OTEL_METRIC_EXPORT_INTERVAL=200,
                                NEMOLENS_MEMORY_SAMPLE_INTERVAL_MS=100, NEMO_GYM_CONFIG_PATH="math_verify",
@@ -50,15 +58,7 @@ class GymServer(unittest.TestCase):
         p = subprocess.Popen([harness.PYTHON, "-m", "http.server", str(port), "--bind", "127.0.0.1"], env=env,
                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, cwd="/")
         try:
-            deadline = time.monotonic() + 20
-            while True:
-                try:
-                    urllib.request.urlopen(f"http://127.0.0.1:{port}/", timeout=2).read()
-                    break
-                except OSError:
-                    if time.monotonic() > deadline or p.poll() is not None:
-                        raise
-                    time.sleep(0.05)
+            harness.wait_for(lambda: answers(f"http://127.0.0.1:{port}/"), 20, "http.server to answer", alive=p)
             time.sleep(0.8)
         finally:
             p.send_signal(signal.SIGINT)   # http.server exits normally: the exit flush

@@ -22,7 +22,7 @@ import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import harness  # noqa: E402
-from otlp_sink import Sink, attrs  # noqa: E402
+from otlp_sink import attrs  # noqa: E402
 from http_apps import httpcheck as hc  # noqa: E402
 
 APPS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "http_apps")
@@ -39,13 +39,21 @@ with httpx.Client(http1=False, http2=True) as c:
 """
 
 
-def wait_port(port):
-    for _ in range(300):
+def wait_port(port, server):
+    """Waits until SERVER (a subprocess.Popen) accepts connections on PORT;
+    ends it and fails when it does not."""
+    def accepts():
         try:
             socket.create_connection(("127.0.0.1", port), 0.1).close()
-            return
+            return True
         except OSError:
-            time.sleep(0.05)
+            return False
+    try:
+        harness.wait_for(accepts, 30, f"a listener on port {port}", alive=server)
+    except AssertionError:
+        server.kill()
+        _, err = server.communicate(timeout=15)
+        raise AssertionError(f"port {port} never accepted: {err[-2000:]}")
 
 
 def counts(sink, name, service):
@@ -66,13 +74,13 @@ def start_hypercorn(sink):
     server = subprocess.Popen([harness.PYTHON, "-m", "hypercorn", "--bind", f"127.0.0.1:{port}", "h2_asgi:app"],
                               env=hc.shim_env(sink.url, OTEL_SERVICE_NAME="hypercorn"), cwd=APPS,
                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-    wait_port(port)
+    wait_port(port, server)
     return server, port
 
 class H2loadNghttpd(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
-        cls.sink = Sink()
+        cls.sink = harness.start_sink(cls)
         harness.new_runtime_dir()
         cls.dir = tempfile.mkdtemp(prefix="nl-h2-")
         with open(os.path.join(cls.dir, "index.html"), "w") as f:
@@ -81,16 +89,12 @@ class H2loadNghttpd(unittest.TestCase):
         env = hc.shim_env(cls.sink.url, OTEL_SERVICE_NAME="nghttpd")
         cls.server = subprocess.Popen(["nghttpd", "--no-tls", "-d", cls.dir, str(port)], env=env,
                                       stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-        wait_port(port)
+        wait_port(port, cls.server)
         urls = [f"http://127.0.0.1:{port}/index.html", f"http://127.0.0.1:{port}/missing"]
-        cls.load = harness.run(["h2load", "-n", "2000", "-c", "10", "-m", "10"] + urls, hc.plain_env(), timeout=50)
+        cls.load = harness.run(["h2load", "-n", "2000", "-c", "10", "-m", "10"] + urls, harness.plain_env(), timeout=50)
         hc.wait_exports_after(cls.sink, time.monotonic())    # nghttpd ends on SIGTERM without an exit flush
         cls.server.terminate()
         cls.server.wait(15)
-
-    @classmethod
-    def tearDownClass(cls):
-        cls.sink.close()
 
     def test_server_counts(self):
         out = self.load.stdout
@@ -105,16 +109,12 @@ class H2loadNghttpd(unittest.TestCase):
 class HttpxHypercorn(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
-        cls.sink = Sink()
+        cls.sink = harness.start_sink(cls)
         cls.server, port = start_hypercorn(cls.sink)
         cls.client = harness.run([harness.PYTHON, "-c", CLIENT, str(port)],
                                  hc.shim_env(cls.sink.url, OTEL_SERVICE_NAME="httpx"), timeout=50)
         cls.server.terminate()
         cls.server.wait(15)
-
-    @classmethod
-    def tearDownClass(cls):
-        cls.sink.close()
 
     def test_client_ran(self):
         self.assertEqual(self.client.returncode, 0, self.client.stderr[-2000:])
@@ -133,7 +133,7 @@ class UpgradeH2c(unittest.TestCase):
 
     @classmethod
     def setUpClass(cls):
-        cls.sink = Sink()
+        cls.sink = harness.start_sink(cls)
         cls.server, port = start_hypercorn(cls.sink)
         base = f"http://127.0.0.1:{port}"
         # nghttp fetches each URI once and reuses one connection per origin.
@@ -143,10 +143,6 @@ class UpgradeH2c(unittest.TestCase):
                                  hc.shim_env(cls.sink.url, OTEL_SERVICE_NAME="nghttp"), timeout=30)
         cls.server.terminate()
         cls.server.wait(15)
-
-    @classmethod
-    def tearDownClass(cls):
-        cls.sink.close()
 
     def test_client_upgraded(self):
         self.assertEqual(self.client.returncode, 0, self.client.stderr[-2000:])

@@ -21,7 +21,8 @@ import sys
 import unittest
 
 sys.path.insert(0, os.path.dirname(__file__))
-from otlp_sink import Sink, attrs  # noqa: E402
+import harness  # noqa: E402
+from otlp_sink import attrs  # noqa: E402
 from http_apps import httpcheck as hc  # noqa: E402
 from http_apps.plain_server import PlainServers  # noqa: E402
 
@@ -38,8 +39,7 @@ class ClientScenario:
 
     @classmethod
     def setUpClass(cls):
-        cls.sink = Sink()
-        cls.addClassCleanup(cls.sink.close)
+        cls.sink = harness.start_sink(cls)
         cls.srv = PlainServers([LATENCY["fast"], LATENCY["slow"], LATENCY["external"]])
         cls.addClassCleanup(cls.srv.close)
         cls.port = dict(zip(["fast", "slow", "external"], cls.srv.ports))
@@ -198,8 +198,7 @@ print(c.sock.fileno())
 """
 
     def test_the_connection_stays_followed(self):
-        sink = Sink()
-        self.addCleanup(sink.close)
+        sink = harness.start_sink(self)
         srv = PlainServers([0.0])
         self.addCleanup(srv.close)
         env = hc.shim_env(sink.url, OTEL_SERVICE_NAME="client-dup")

@@ -25,7 +25,7 @@ import unittest
 import uuid
 
 sys.path.insert(0, os.path.dirname(__file__))
-from otlp_sink import Sink  # noqa: E402
+import harness  # noqa: E402
 from http_apps import httpcheck as hc  # noqa: E402
 from http_apps.rawhttp import Conn, Log  # noqa: E402
 
@@ -91,8 +91,7 @@ class LearnedRoutes(unittest.TestCase):
         ids += rng.sample(ids, 60)
         rng.shuffle(ids)
         cls.n_ids = len({i for i, _ in ids})
-        cls.sink = Sink()
-        cls.addClassCleanup(cls.sink.close)
+        cls.sink = harness.start_sink(cls)
         env = hc.shim_env(cls.sink.url, OTEL_SERVICE_NAME="items-app")
         app = hc.App([hc.PYTHON, hc.app_path("items_app.py")], env, "items")
         cls.addClassCleanup(app.cleanup)

@@ -15,7 +15,6 @@ import unittest
 
 sys.path.insert(0, os.path.dirname(__file__))
 import harness  # noqa: E402
-from otlp_sink import Sink  # noqa: E402
 from http_apps import httpcheck as hc  # noqa: E402
 from http_apps.plain_server import PlainServers  # noqa: E402
 
@@ -25,8 +24,7 @@ EXPECTED_REPLIES = [True, True, "$-1\r\n", "+OK\r\n", "$3\r\nbar\r\n", "+PONG\r\
 class NotHttp(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
-        cls.sink = Sink()
-        cls.addClassCleanup(cls.sink.close)
+        cls.sink = harness.start_sink(cls)
         web = PlainServers([0])
         cls.addClassCleanup(web.close)
         server = hc.App([hc.PYTHON, hc.app_path("not_http.py"), "server"],

@@ -23,7 +23,7 @@ import time
 import unittest
 
 sys.path.insert(0, os.path.dirname(__file__))
-from otlp_sink import Sink  # noqa: E402
+import harness  # noqa: E402
 from http_apps import httpcheck as hc  # noqa: E402
 from http_apps.rawhttp import Conn, Log, abandon, one_shot  # noqa: E402
 
@@ -51,8 +51,7 @@ class ServerScenario(hc.ServerChecks):
 
     @classmethod
     def setUpClass(cls):
-        cls.sink = Sink()
-        cls.addClassCleanup(cls.sink.close)
+        cls.sink = harness.start_sink(cls)
         cls.log = Log()
         cls.app, port = cls.start(hc.shim_env(cls.sink.url, OTEL_SERVICE_NAME=cls.NAME, **cls.ENV))
         cls.addClassCleanup(cls.app.cleanup)

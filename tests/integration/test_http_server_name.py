@@ -30,7 +30,8 @@ import time
 import unittest
 
 sys.path.insert(0, os.path.dirname(__file__))
-from otlp_sink import Sink, attrs  # noqa: E402
+import harness  # noqa: E402
+from otlp_sink import attrs  # noqa: E402
 from victoria import Victoria  # noqa: E402
 from http_apps import httpcheck as hc  # noqa: E402
 from http_apps.rawhttp import Conn, build  # noqa: E402
@@ -147,8 +148,7 @@ class ActiveRequestsAtVictoria(unittest.TestCase):
 class RandomHostsStayBounded(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
-        cls.sink = Sink()
-        cls.addClassCleanup(cls.sink.close)
+        cls.sink = harness.start_sink(cls)
         app = hc.App([hc.PYTHON, hc.app_path("items_app.py")],
                      hc.shim_env(cls.sink.url, OTEL_SERVICE_NAME="items-hosts"), "items-hosts")
         cls.addClassCleanup(app.cleanup)

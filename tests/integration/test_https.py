@@ -32,7 +32,6 @@ import unittest
 
 sys.path.insert(0, os.path.dirname(__file__))
 import harness  # noqa: E402
-from otlp_sink import Sink  # noqa: E402
 from http_apps import httpcheck as hc  # noqa: E402
 from http_apps import tlsapps  # noqa: E402
 from http_apps.rawhttp import Log  # noqa: E402
@@ -140,8 +139,7 @@ class Aiohttp(Checks, unittest.TestCase):
 
     @classmethod
     def setUpClass(cls):
-        cls.sink = Sink()
-        cls.addClassCleanup(cls.sink.close)
+        cls.sink = harness.start_sink(cls)
         cls.app = hc.App([hc.PYTHON, TLSAPPS, "aiohttp-server", CERT, KEY],
                          hc.shim_env(cls.sink.url, OTEL_SERVICE_NAME="aiohttp-tls-server"), "aiohttp-tls-server")
         cls.addClassCleanup(cls.app.cleanup)
@@ -198,8 +196,7 @@ class Curl(Checks, unittest.TestCase):
 
     @classmethod
     def setUpClass(cls):
-        cls.sink = Sink()
-        cls.addClassCleanup(cls.sink.close)
+        cls.sink = harness.start_sink(cls)
         cls.srv = tlsapps.TlsServers([0.05, 0], CERT, KEY)
         cls.addClassCleanup(cls.srv.close)
         port = dict(zip(["fast", "other"], cls.srv.ports))
@@ -245,8 +242,7 @@ class NginxTls(Checks, unittest.TestCase):
 
     @classmethod
     def setUpClass(cls):
-        cls.sink = Sink()
-        cls.addClassCleanup(cls.sink.close)
+        cls.sink = harness.start_sink(cls)
         d = tempfile.mkdtemp(prefix="nl-https-nginx.")
         cls.addClassCleanup(shutil.rmtree, d, True)
         os.makedirs(os.path.join(d, "html", "files"))
@@ -338,8 +334,7 @@ class NginxTls(Checks, unittest.TestCase):
 class NotHttpOverTls(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
-        cls.sink = Sink()
-        cls.addClassCleanup(cls.sink.close)
+        cls.sink = harness.start_sink(cls)
         server = hc.App([hc.PYTHON, TLSAPPS, "others-server", CERT, KEY],
                         hc.shim_env(cls.sink.url, OTEL_SERVICE_NAME="tls-others-server"), "tls-others-server")
         cls.addClassCleanup(server.cleanup)
@@ -386,8 +381,7 @@ class TwoThreads(unittest.TestCase):
 
     @classmethod
     def setUpClass(cls):
-        cls.sink = Sink()
-        cls.addClassCleanup(cls.sink.close)
+        cls.sink = harness.start_sink(cls)
         cls.srv = tlsapps.TlsServers([cls.LATENCY], CERT, KEY)
         cls.addClassCleanup(cls.srv.close)
         port = cls.srv.ports[0]

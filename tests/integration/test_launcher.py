@@ -72,17 +72,6 @@ print(json.dumps({
 """
 
 
-def launcher_env(**extra):
-    """The test environment without the shim in LD_PRELOAD (the sanitizer
-    runtime of a sanitizer build stays): nemolens-run adds it."""
-    env = harness.shim_env(**extra)
-    if RUNTIME:
-        env["LD_PRELOAD"] = RUNTIME
-    else:
-        env.pop("LD_PRELOAD", None)
-    return env
-
-
 def with_runtime(*entries):
     return ":".join(([RUNTIME] if RUNTIME else []) + list(entries))
 
@@ -105,7 +94,7 @@ class Launcher(harness.ShimTestCase):
         with open(self.target, "w") as f:
             f.write(TARGET)
         # Any stray export goes to the sink, never to a collector on this host.
-        self.env = launcher_env(OTEL_EXPORTER_OTLP_ENDPOINT=f"http://127.0.0.1:{self.sink.port}")
+        self.env = harness.launcher_env(OTEL_EXPORTER_OTLP_ENDPOINT=f"http://127.0.0.1:{self.sink.port}")
 
     def tearDown(self):
         shutil.rmtree(self.tmp, ignore_errors=True)
@@ -229,13 +218,6 @@ class Launcher(harness.ShimTestCase):
 
     # ---- signals ---------------------------------------------------------
 
-    def wait_for(self, path, timeout=20):
-        end = time.monotonic() + timeout
-        while not os.path.exists(path):
-            if time.monotonic() > end:
-                self.fail(f"{path} never appeared")
-            time.sleep(0.01)
-
     def log_lines(self, log):
         try:
             with open(log) as f:
@@ -250,14 +232,12 @@ class Launcher(harness.ShimTestCase):
                 proc = subprocess.Popen([LAUNCHER, harness.PYTHON, self.target, log, ready, final], env=self.env,
                                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
                 try:
-                    self.wait_for(ready)
+                    harness.wait_for_file(ready, alive=proc)
                     sent = ["SIGUSR1", "SIGUSR2", "SIGHUP", "SIGWINCH", "SIGQUIT", final]
                     for i, name in enumerate(sent):
                         proc.send_signal(getattr(signal, name))
                         # One at a time: two pending signals of a kind are one.
-                        end = time.monotonic() + 10
-                        while len(self.log_lines(log)) < i + 1 and time.monotonic() < end:
-                            time.sleep(0.01)
+                        harness.poll(lambda: len(self.log_lines(log)) >= i + 1, 10, interval=0.01)
                     _, err = proc.communicate(timeout=20)
                 finally:
                     proc.kill()
@@ -291,7 +271,7 @@ class Launcher(harness.ShimTestCase):
                     pass
 
         try:
-            self.wait_for(ready)
+            harness.wait_for_file(ready)
             os.kill(pid, signal.SIGSTOP)
             os.waitpid(pid, os.WUNTRACED)
             os.write(master, b"\x03")

@@ -22,7 +22,7 @@ import unittest
 
 sys.path.insert(0, os.path.dirname(__file__))
 import harness  # noqa: E402
-from otlp_sink import Sink, attrs  # noqa: E402
+from otlp_sink import attrs  # noqa: E402
 
 BUILD = os.path.dirname(os.path.abspath(harness.BIN))
 EXAMPLE = os.path.join(BUILD, "examples", "nemolens_example")
@@ -124,19 +124,16 @@ class LinkedCExample(LensTestCase):
     def setUp(self):
         if not os.access(EXAMPLE, os.X_OK):
             self.skipTest(f"{EXAMPLE} not built")
-        self.sink = Sink()
+        self.sink = harness.start_sink(self)
         self.listener = harness.AcceptingListener()
 
     def tearDown(self):
-        self.sink.close()
         self.listener.close()
 
     def env(self, preload):
         env = harness.shim_env(OTEL_EXPORTER_OTLP_METRICS_ENDPOINT=self.sink.url,
                                NEMOLENS_DESTINATIONS=f"backend=127.0.0.1:{self.listener.port}")
-        if not preload:
-            del env["LD_PRELOAD"]
-        return env
+        return env if preload else harness.without_shim(env)
 
     def test_linked_not_preloaded(self):
         proc = harness.run([EXAMPLE, "--connect", str(self.listener.port)], self.env(preload=False))
@@ -217,11 +214,9 @@ class InstalledCExample(LensTestCase):
                                  capture_output=True, text=True)
             self.assertEqual(cxx.returncode, 0, cxx.stderr)
 
-        sink = Sink()
-        self.addCleanup(sink.close)
-        run_env = harness.shim_env(OTEL_EXPORTER_OTLP_METRICS_ENDPOINT=sink.url,
-                                   LD_LIBRARY_PATH=os.path.join(prefix, libdir))
-        del run_env["LD_PRELOAD"]
+        sink = harness.start_sink(self)
+        run_env = harness.plain_env(OTEL_EXPORTER_OTLP_METRICS_ENDPOINT=sink.url,
+                                    LD_LIBRARY_PATH=os.path.join(prefix, libdir))
         ldd = subprocess.run(["ldd", exe], env=run_env, capture_output=True, text=True).stdout
         self.assertIn(os.path.join(prefix, libdir, "libnemolens.so.0"), ldd)
         proc = harness.run([exe], run_env)

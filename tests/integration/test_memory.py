@@ -28,7 +28,7 @@ import unittest
 
 sys.path.insert(0, os.path.dirname(__file__))
 import harness  # noqa: E402
-from otlp_sink import Sink, attrs  # noqa: E402
+from otlp_sink import attrs  # noqa: E402
 
 PROG = os.path.join(harness.BIN, "mem_tree")
 LAUNCHER = os.path.join(os.path.dirname(harness.SO), "nemolens-run")
@@ -82,11 +82,7 @@ class Memory(unittest.TestCase):
 
     @classmethod
     def setUpClass(cls):
-        cls.sink = Sink()
-
-    @classmethod
-    def tearDownClass(cls):
-        cls.sink.close()
+        cls.sink = harness.start_sink(cls)
 
     def setUp(self):
         self.sink.reset()
@@ -98,11 +94,7 @@ class Memory(unittest.TestCase):
         args = [PROG, "root"] + [str(m) for m in mb]
         if self.launcher:
             # nemolens-run preloads the shim itself (after a sanitizer's runtime).
-            runtime = os.environ.get("NL_SANITIZER_RUNTIME")
-            if runtime:
-                env["LD_PRELOAD"] = runtime
-            else:
-                del env["LD_PRELOAD"]
+            env = harness.for_launcher(env)
             args = [LAUNCHER] + args
         p = subprocess.Popen(args, env=env, stdin=subprocess.PIPE,
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)

@@ -13,7 +13,7 @@ sys.path.insert(0, os.path.dirname(__file__))
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "py_adapter"))
 import harness  # noqa: E402
 from holding_server import HoldingServer  # noqa: E402
-from otlp_sink import Sink, attrs  # noqa: E402
+from otlp_sink import attrs  # noqa: E402
 
 QUEUE = "gym.http.connection_pool.queue_duration_ms"
 CONNECTS = "gym.http.connection_pool.connect_total"
@@ -53,7 +53,7 @@ class Aiohttp(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
         harness.new_runtime_dir()
-        cls.sink = Sink()
+        cls.sink = harness.start_sink(cls)
         cls.servers = [HoldingServer() for _ in range(7)]
         a, b, c, d, e, f, g = ports = [str(s.port) for s in cls.servers]
         env = client_env(cls.LIBS, OTEL_EXPORTER_OTLP_METRICS_ENDPOINT=cls.sink.url, **cls.ENV,
@@ -65,7 +65,6 @@ class Aiohttp(unittest.TestCase):
 
     @classmethod
     def tearDownClass(cls):
-        cls.sink.close()
         for s in cls.servers:
             s.close()
 
@@ -138,7 +137,7 @@ class Httpx(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
         harness.new_runtime_dir()
-        cls.sink = Sink()
+        cls.sink = harness.start_sink(cls)
         cls.servers = [HoldingServer() for _ in range(4)]
         a, b, c, d = (s.port for s in cls.servers)
         env = client_env(cls.LIBS, OTEL_EXPORTER_OTLP_METRICS_ENDPOINT=cls.sink.url,
@@ -151,7 +150,6 @@ class Httpx(unittest.TestCase):
 
     @classmethod
     def tearDownClass(cls):
-        cls.sink.close()
         for s in cls.servers:
             s.close()
 
@@ -211,44 +209,41 @@ class EntryPoint(unittest.TestCase):
 
     def test_destinations_and_arguments(self):
         harness.new_runtime_dir()
-        sink = Sink()
-        try:
-            env = harness.shim_env(OTEL_EXPORTER_OTLP_METRICS_ENDPOINT=sink.url,
-                                   NEMOLENS_DESTINATIONS="byname=api.example:8000,byaddr=10.1.2.3:80,"
-                                                         "v6=[fd00::5]:443,net=192.168.0.0/16")
-            code = (
-                "import ctypes\n"
-                "f = ctypes.CDLL(None).nemolens_pool_wait\n"
-                "f.argtypes = (ctypes.c_char_p, ctypes.c_int, ctypes.c_double, ctypes.c_int, ctypes.c_int)\n"
-                "r = [f(b'API.example', 8000, 5.0, 0, 1), f(b'api.example', 8001, 1.0, 0, 1),\n"
-                "     f(b'10.1.2.3', 80, 2.0, 1, 2), f(b'[fd00::5]', 443, 3.0, 0, 0),\n"
-                "     f(b'192.168.7.7', 9, 4.0, 0, 1),\n"
-                "     f(b'x', 1, -1.0, 0, 0), f(b'x', 1, float('nan'), 0, 0), f(b'x', 1, 1.0, 2, 0),\n"
-                "     f(b'x', 1, 1.0, 0, 3), f(None, 1, 1.0, 0, 0), f(b'x', 70000, 1.0, 0, 0)]\n"
-                "d = ctypes.CDLL(None).nemolens_pool_destination\n"
-                "d.argtypes = (ctypes.c_char_p, ctypes.c_int)\n"
-                "a = ctypes.CDLL(None).nemolens_pool_acquire\n"
-                "a.argtypes = (ctypes.c_int,)\n"
-                "i = [d(h, p) for h, p in ((b'api.example', 8000), (b'API.example', 8000), (b'10.1.2.3', 80),\n"
-                "                          (b'x', 1), (None, 1), (b'x', 70000), (b'x', -2))]\n"
-                "for x in i + [-1, 258, 1 << 20]:\n"
-                "    a(x)\n"
-                "print(r)\n"
-                "print(i[4:])\n")
-            p = harness.run([harness.PYTHON, "-c", code], env)
-            self.assertEqual(p.returncode, 0, p.stderr)
-            self.assertEqual(p.stdout.split("\n")[:2], [str([0] * 5 + [-1] * 6), str([-1] * 3)])
-            got = queue_points(sink)
-            self.assertEqual(got, {
-                ("byname", "ok", "total"): (1, 5.0),
-                ("external", "ok", "total"): (1, 1.0),
-                ("byaddr", "abandoned", "per_host"): (1, 2.0),
-                ("v6", "ok", "unknown"): (1, 3.0),
-                ("net", "ok", "total"): (1, 4.0),
-            })
-            self.assertEqual(connects(sink), {"byname": 2, "byaddr": 1, "external": 1})
-        finally:
-            sink.close()
+        sink = harness.start_sink(self)
+        env = harness.shim_env(OTEL_EXPORTER_OTLP_METRICS_ENDPOINT=sink.url,
+                               NEMOLENS_DESTINATIONS="byname=api.example:8000,byaddr=10.1.2.3:80,"
+                                                     "v6=[fd00::5]:443,net=192.168.0.0/16")
+        code = (
+            "import ctypes\n"
+            "f = ctypes.CDLL(None).nemolens_pool_wait\n"
+            "f.argtypes = (ctypes.c_char_p, ctypes.c_int, ctypes.c_double, ctypes.c_int, ctypes.c_int)\n"
+            "r = [f(b'API.example', 8000, 5.0, 0, 1), f(b'api.example', 8001, 1.0, 0, 1),\n"
+            "     f(b'10.1.2.3', 80, 2.0, 1, 2), f(b'[fd00::5]', 443, 3.0, 0, 0),\n"
+            "     f(b'192.168.7.7', 9, 4.0, 0, 1),\n"
+            "     f(b'x', 1, -1.0, 0, 0), f(b'x', 1, float('nan'), 0, 0), f(b'x', 1, 1.0, 2, 0),\n"
+            "     f(b'x', 1, 1.0, 0, 3), f(None, 1, 1.0, 0, 0), f(b'x', 70000, 1.0, 0, 0)]\n"
+            "d = ctypes.CDLL(None).nemolens_pool_destination\n"
+            "d.argtypes = (ctypes.c_char_p, ctypes.c_int)\n"
+            "a = ctypes.CDLL(None).nemolens_pool_acquire\n"
+            "a.argtypes = (ctypes.c_int,)\n"
+            "i = [d(h, p) for h, p in ((b'api.example', 8000), (b'API.example', 8000), (b'10.1.2.3', 80),\n"
+            "                          (b'x', 1), (None, 1), (b'x', 70000), (b'x', -2))]\n"
+            "for x in i + [-1, 258, 1 << 20]:\n"
+            "    a(x)\n"
+            "print(r)\n"
+            "print(i[4:])\n")
+        p = harness.run([harness.PYTHON, "-c", code], env)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertEqual(p.stdout.split("\n")[:2], [str([0] * 5 + [-1] * 6), str([-1] * 3)])
+        got = queue_points(sink)
+        self.assertEqual(got, {
+            ("byname", "ok", "total"): (1, 5.0),
+            ("external", "ok", "total"): (1, 1.0),
+            ("byaddr", "abandoned", "per_host"): (1, 2.0),
+            ("v6", "ok", "unknown"): (1, 3.0),
+            ("net", "ok", "total"): (1, 4.0),
+        })
+        self.assertEqual(connects(sink), {"byname": 2, "byaddr": 1, "external": 1})
 
 
 if __name__ == "__main__":

@@ -25,13 +25,6 @@ STATE = (
 )
 
 
-def plain_env(**extra):
-    """The same environment as shim_env, without the shim."""
-    env = harness.shim_env(**extra)
-    del env["LD_PRELOAD"]
-    return env
-
-
 def state(args, env):
     p = harness.run([harness.PYTHON] + args + ["-c", STATE], env)
     assert p.returncode == 0 and p.stderr == "", p.stderr
@@ -45,7 +38,7 @@ class Delivery(unittest.TestCase):
         self.common = dict(OTEL_METRICS_EXPORTER="none")
 
     def env(self, shim=True, pythonpath=None, **extra):
-        e = (harness.shim_env if shim else plain_env)(**self.common, **extra)
+        e = (harness.shim_env if shim else harness.plain_env)(**self.common, **extra)
         e.pop("PYTHONPATH", None)
         if pythonpath is not None:
             e["PYTHONPATH"] = pythonpath

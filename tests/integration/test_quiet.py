@@ -63,12 +63,6 @@ FILE_LINE = re.compile(r"^(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z) (\S+)\[(\d+)\
 AT_SECURE = 23
 
 
-def plain_env(**extra):
-    env = harness.shim_env(**extra)
-    env.pop("LD_PRELOAD")
-    return env
-
-
 def outputs(args, env, **kw):
     """(returncode, stdout, stderr) captured separately, and (returncode, output) merged."""
     sep = subprocess.run(args, env=env, capture_output=True, timeout=120, **kw)
@@ -212,7 +206,7 @@ class Quiet(harness.ShimTestCase):
         }
         for prog, (args, processes, connections) in self.programs().items():
             start = self.listener.accepted
-            base = outputs(args, plain_env(), cwd=self.tmp)
+            base = outputs(args, harness.plain_env(), cwd=self.tmp)
             self.listener.settle(start + 2 * connections)
             self.assertEqual(base[0][0], 0, base)
             self.assertTrue(base[0][1] and base[0][2], "the program writes to both streams")
@@ -302,7 +296,7 @@ class Workers(unittest.TestCase):
             return re.sub(rb"Ran (\d+) tests in [0-9.]+s", rb"Ran \1 tests", out)
 
         before = self.listener.accepted
-        base = subprocess.run(args, env=plain_env(**extra), cwd=self.tmp, stdout=subprocess.PIPE,
+        base = subprocess.run(args, env=harness.plain_env(**extra), cwd=self.tmp, stdout=subprocess.PIPE,
                               stderr=subprocess.STDOUT, timeout=300)
         self.assertEqual(base.returncode, 0, base.stdout.decode())
         shim = subprocess.run(args, env=harness.shim_env(**extra, **self.dead), cwd=self.tmp,
@@ -361,7 +355,7 @@ class Workers(unittest.TestCase):
         dangling = os.path.join(self.tmp, "dangling.log")
         os.symlink(os.path.join(self.tmp, "created-through-link"), dangling)
         args = [QUIET, str(self.listener.port), "2", str(min(FORKS, 1))]
-        base = outputs(args, plain_env())
+        base = outputs(args, harness.plain_env())
         for path in (link, dangling):
             with self.subTest(path=os.path.basename(path)):
                 env = harness.shim_env(NEMOLENS_LOG_PATH=path, OTEL_METRIC_EXPORT_INTERVAL="abc", **self.dead)
@@ -515,9 +509,9 @@ class Workers(unittest.TestCase):
 
         def run(binary):
             self.sink.reset()
-            env = plain_env(OTEL_EXPORTER_OTLP_METRICS_ENDPOINT=self.sink.url,
-                            NEMOLENS_LOG_PATH=os.path.join(logs, os.path.basename(binary) + ".log"),
-                            OTEL_METRIC_EXPORT_INTERVAL="abc")
+            env = harness.plain_env(OTEL_EXPORTER_OTLP_METRICS_ENDPOINT=self.sink.url,
+                                    NEMOLENS_LOG_PATH=os.path.join(logs, os.path.basename(binary) + ".log"),
+                                    OTEL_METRIC_EXPORT_INTERVAL="abc")
             p = subprocess.run([binary], env=env, capture_output=True, timeout=60)
             time.sleep(0.2)
             return p.returncode, p.stdout, p.stderr, len(self.sink.points("rl.reward.mean"))

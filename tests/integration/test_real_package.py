@@ -167,8 +167,7 @@ class Package(unittest.TestCase):
     def check_nemolens_run(self):
         vm = Victoria()
         self.addCleanup(vm.stop)
-        env = harness.shim_env(OTEL_EXPORTER_OTLP_METRICS_ENDPOINT=vm.otlp_url)
-        del env["LD_PRELOAD"]
+        env = harness.plain_env(OTEL_EXPORTER_OTLP_METRICS_ENDPOINT=vm.otlp_url)
         env.pop("NEMOLENS_PRELOAD_PATH", None)
         # Which shim it preloads...
         p = run(["/usr/bin/nemolens-run", harness.PYTHON, "-c", "import os; print(os.environ['LD_PRELOAD'])"],
@@ -229,8 +228,7 @@ class Package(unittest.TestCase):
         # /lib may be /usr/lib (merged /usr): the same file either way.
         self.assertEqual(os.path.realpath(m.group(1)), os.path.realpath(f"{LIBDIR}/libnemolens.so.0"))
         out = os.path.join(tmp, "console.jsonl")
-        env = harness.shim_env(OTEL_METRICS_EXPORTER="console", NEMOLENS_CONSOLE_PATH=out)
-        del env["LD_PRELOAD"]
+        env = harness.plain_env(OTEL_METRICS_EXPORTER="console", NEMOLENS_CONSOLE_PATH=out)
         p = run([exe], env=env)
         self.assertEqual(p.returncode, 0, p.stderr)
         with open(out) as f:

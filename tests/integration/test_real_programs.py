@@ -19,7 +19,6 @@ import unittest
 
 sys.path.insert(0, os.path.dirname(__file__))
 import harness  # noqa: E402
-from otlp_sink import Sink  # noqa: E402
 
 CONNECTS = "gym.http.connection_pool.connect_total"
 PY_TESTS = ["test_httplib", "test_urllib2_localnet", "test_asyncio.test_sock_lowlevel",
@@ -28,12 +27,6 @@ PY_TESTS = ["test_httplib", "test_urllib2_localnet", "test_asyncio.test_sock_low
 GLIB_DIR = "/usr/libexec/installed-tests/glib"
 GLIB_TESTS = ["socket", "socket-service", "socket-listener", "gsocketclient-slow", "network-address",
               "unix-streams", "inet-address", "socket-address", "unix-fd"]
-
-
-def plain_env():
-    env = dict(os.environ)
-    env.pop("LD_PRELOAD", None)
-    return env
 
 
 def unittest_results(output):
@@ -52,11 +45,7 @@ def tap_results(output):
 class RealPrograms(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
-        cls.sink = Sink()
-
-    @classmethod
-    def tearDownClass(cls):
-        cls.sink.close()
+        cls.sink = harness.start_sink(cls)
 
     def setUp(self):
         self.sink.reset()
@@ -66,7 +55,7 @@ class RealPrograms(unittest.TestCase):
 
     def compare(self, args, parse, timeout=600):
         t0 = time.monotonic()
-        base = subprocess.run(args, env=plain_env(), capture_output=True, text=True, timeout=timeout)
+        base = subprocess.run(args, env=harness.plain_env(), capture_output=True, text=True, timeout=timeout)
         t1 = time.monotonic()
         shim = subprocess.run(args, env=self.shim(), capture_output=True, text=True, timeout=timeout)
         t2 = time.monotonic()
@@ -95,7 +84,7 @@ class RealPrograms(unittest.TestCase):
                                    timeout=300, cwd="/tmp")
                 out.append(p.stdout + p.stderr + f"\nrc {t} {p.returncode}\n")
             return "".join(out)
-        base = run_all(plain_env())
+        base = run_all(harness.plain_env())
         shim = run_all(self.shim())
         a, b = tap_results(base), tap_results(shim)
         self.assertGreater(len(a), 50)
@@ -107,7 +96,7 @@ class RealPrograms(unittest.TestCase):
     def test_fork_exec_storm(self):
         script = "i=0; while [ $i -lt 2000 ]; do /bin/true; i=$((i+1)); done; echo storm $i"
         t0 = time.monotonic()
-        base = subprocess.run(["sh", "-c", script], env=plain_env(), capture_output=True, text=True)
+        base = subprocess.run(["sh", "-c", script], env=harness.plain_env(), capture_output=True, text=True)
         t1 = time.monotonic()
         shim = subprocess.run(["sh", "-c", script], env=self.shim(), capture_output=True, text=True)
         t2 = time.monotonic()
@@ -135,7 +124,7 @@ class RealPrograms(unittest.TestCase):
             for args in ([os.path.join(harness.BIN, "static_client"), port, "5"],
                          [os.path.join(harness.BIN, "go_dialer"), f"127.0.0.1:{port}"]):
                 with self.subTest(program=os.path.basename(args[0])):
-                    base = harness.run(args, plain_env())
+                    base = harness.run(args, harness.plain_env())
                     shim = harness.run(args, self.shim())
                     self.assertEqual(base.returncode, 0, base.stderr)
                     self.assertEqual((shim.returncode, shim.stdout, shim.stderr),

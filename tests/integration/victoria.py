@@ -21,10 +21,11 @@ import signal
 import socket
 import subprocess
 import tempfile
-import time
 import urllib.error
 import urllib.parse
 import urllib.request
+
+import harness
 
 VM_BIN = os.environ.get("VM_BIN", "/opt/nemolens-deps/usr/bin/victoria-metrics")
 
@@ -45,6 +46,16 @@ class Victoria:
         self.proc = None
         atexit.register(self.stop)
         last_error = None
+
+        def healthy():
+            nonlocal last_error
+            try:
+                with urllib.request.urlopen(f"{self.url}/health", timeout=2) as r:
+                    return r.status == 200
+            except OSError as e:
+                last_error = e
+                return False
+
         for _ in range(3):
             self.port = _free_port()
             self.url = f"http://127.0.0.1:{self.port}"
@@ -55,15 +66,8 @@ class Victoria:
                  "-retentionPeriod=1d", "-search.latencyOffset=0s", "-search.disableCache",
                  "-loggerLevel=ERROR"],
                 stdout=self.log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
-            deadline = time.monotonic() + start_timeout
-            while time.monotonic() < deadline and self.proc.poll() is None:
-                try:
-                    with urllib.request.urlopen(f"{self.url}/health", timeout=2) as r:
-                        if r.status == 200:
-                            return
-                except OSError as e:
-                    last_error = e
-                time.sleep(0.1)
+            if harness.poll(healthy, start_timeout, interval=0.1, alive=self.proc) and self.proc.poll() is None:
+                return
             self._kill()   # exited (port taken?) or never healthy: try another port
         self.stop()
         raise RuntimeError(f"VictoriaMetrics did not become healthy: {last_error}")
@@ -126,13 +130,14 @@ class Victoria:
         """Poll `promql` (flushing first) until predicate(vector) is true; return
         the vector. On timeout, return the last vector (the caller's asserts
         then show it)."""
-        deadline = time.monotonic() + timeout
-        while True:
+        last = []
+
+        def holds():
             self.flush()
-            vec = self.query(promql)
-            if predicate(vec) or time.monotonic() >= deadline:
-                return vec
-            time.sleep(interval)
+            last[:] = [self.query(promql)]
+            return predicate(last[0])
+        harness.poll(holds, timeout, interval)
+        return last[0]
 
 
 def scalar_by(vec, label):
