@@ -55,9 +55,9 @@
  * begun at the fork, else at its own first record. Everything here starts
  * zero but pid.
  *
- * With the load path's state (loadpath.h): pid is written at load and
- * thread_ever read by every exit, and a fork child that forgets its parent
- * writes it all on the page where pid is. */
+ * With the load path's state (loadpath.h): pid is written at load, and a
+ * fork child that forgets its parent writes it all on the page where pid
+ * is. */
 struct process {
 	/* The process this state is of: a fork child finds its parent's pid
 	 * here until it forgets the parent's state. */
@@ -69,9 +69,6 @@ struct process {
 	bool stopping;                  /* the exit flush stops the thread */
 	bool thread_ready;              /* the thread has set itself up and waits */
 	bool busy;                      /* the thread exports, samples or delivers */
-	_Atomic bool thread_ever;       /* this process ran the thread: it delivers leftovers at exit too */
-	_Atomic bool abort_send;        /* makes an in-flight export give up */
-	_Atomic bool flushed_at_exit;   /* the exit flush ran, or is running */
 	/* The exporter thread's transport, then the exit flush's once the
 	 * thread stopped. A child never uses its parent's: the parent keeps
 	 * using its connection. */
@@ -84,6 +81,11 @@ struct process {
 	bool resource_made;             /* `resource` is this process's (make_resource) */
 };
 NL_LOAD_STATE static struct process proc;
+/* The process's flags that other threads read without the lock: beside
+ * `proc`, and reset beside it, by atomic stores. */
+NL_LOAD_STATE static _Atomic bool thread_ever;  /* this process ran the thread: it delivers leftovers at exit too */
+static _Atomic bool abort_send;                 /* makes an in-flight export give up */
+static _Atomic bool flushed_at_exit;            /* the exit flush ran, or is running */
 
 /* Outside `proc`, because a fork child keeps them as they are:
  *
@@ -254,7 +256,7 @@ static bool export_once(struct nl_transport **tp, uint64_t deadline_ns, uint64_t
 			nl_seg_mark_exported();
 			if (*tp && nl_otlp_encode(snap, &body, &len) == 0) {
 				enum nl_send_result r =
-					nl_transport_send(*tp, body, len, deadline_ns, retry_until_ns, &proc.abort_send);
+					nl_transport_send(*tp, body, len, deadline_ns, retry_until_ns, &abort_send);
 				free(body);
 				/* Cumulative data catches up by itself at the next export; only
 				 * delta bases must wait for a success. */
@@ -326,11 +328,11 @@ static void adopt_leftovers(struct nl_transport **tp, uint64_t deadline, bool th
 		.transport = adopter_transport,
 		.fold_ready = fold_ready,
 		.arg = tp,
-		.abort = &proc.abort_send,
+		.abort = &abort_send,
 	};
 	bool send_failed;
 	nl_adopt_run(&a, deadline, thorough, &send_failed);
-	if (send_failed && !atomic_load(&proc.abort_send))
+	if (send_failed && !atomic_load(&abort_send))
 		atomic_store(&collector_failed_ns, nl_monotonic_ns());
 }
 
@@ -443,7 +445,7 @@ static void start_thread(void)
 		proc.thread_ready = false;
 		if (pthread_create(&proc.thread, &attr, exporter_main, NULL) == 0) {
 			proc.thread_running = true;
-			atomic_store(&proc.thread_ever, true);
+			atomic_store(&thread_ever, true);
 		}
 		else
 			nl_warn_once("thread", "cannot start the exporter thread; metrics are exported at exit only");
@@ -593,7 +595,7 @@ static void export_quietly(struct nl_transport **tp, uint64_t deadline)
 	 * other process that delivers leftovers, do sooner. It starts no thread
 	 * of its own for it: a program that records nothing sees no thread, no
 	 * descriptor and no connection of the shim while it runs. */
-	bool adopter = can_adopt && (atomic_load(&proc.thread_ever) || nl_seg_predecessor_found()) && !parent_adopts();
+	bool adopter = can_adopt && (atomic_load(&thread_ever) || nl_seg_predecessor_found()) && !parent_adopts();
 	bool fold = cfg.adopt == NL_ADOPT_FOLD;
 	if (adopter && fold)
 		adopt_leftovers(tp, deadline, false);
@@ -624,10 +626,10 @@ static void flush_at_exit(void)
 	 * is written: a fork child that records nothing writes no page, not
 	 * even at its exit. */
 	if (!atomic_load(&nl_recording) ||
-	    (!atomic_load(&nl_runtime_kicked) && !atomic_load(&proc.thread_ever) && !nl_seg_predecessor_found()))
+	    (!atomic_load(&nl_runtime_kicked) && !atomic_load(&thread_ever) && !nl_seg_predecessor_found()))
 		return;
 	bool expected = false;
-	if (!atomic_compare_exchange_strong(&proc.flushed_at_exit, &expected, true))
+	if (!atomic_compare_exchange_strong(&flushed_at_exit, &expected, true))
 		return;
 	/* The exporter delivers the segment, as it stands, within an interval;
 	 * and a predecessor's (exec) that this image found, when it recorded
@@ -646,7 +648,7 @@ static void flush_at_exit(void)
 	proc.stopping = true;
 	bool joinable = proc.thread_running;
 	if (proc.thread_running) {
-		atomic_store(&proc.abort_send, true);
+		atomic_store(&abort_send, true);
 		pthread_cond_broadcast(&wake);
 		struct timespec ts = monotonic_in_ms(ms < 200 ? ms : 200);
 		while (proc.thread_running && pthread_cond_timedwait(&wake, &lock, &ts) != ETIMEDOUT)
@@ -656,7 +658,7 @@ static void flush_at_exit(void)
 		joinable = true;
 	}
 	pthread_mutex_unlock(&lock);
-	atomic_store(&proc.abort_send, false);
+	atomic_store(&abort_send, false);
 
 	nl_memsampler_shutdown();
 	/* One attempt: retrying a collector that is down would only delay the
@@ -689,7 +691,7 @@ static void flush_at_exit(void)
  * fault, in each of them. */
 static bool lifecycle_began(void)
 {
-	return atomic_load(&kick_taken) || atomic_load(&proc.thread_ever) || nl_seg_predecessor_found();
+	return atomic_load(&kick_taken) || atomic_load(&thread_ever) || nl_seg_predecessor_found();
 }
 
 static bool held_for_fork;   /* atfork_prepare took `lock` (the fork handlers' own, not in `proc`) */
@@ -760,12 +762,10 @@ static void forget_parent(bool recorded)
 	nl_hooks_bypass = bypass;
 	atomic_store(&nl_runtime_kicked, false);
 	nl_memsampler_atfork_child();
-	/* Plain stores, the atomics' too. In the fork handler the child has
-	 * one thread. At a first record, the parent's lifecycle had not begun
-	 * at the fork, nor has the child's (a first record begins it): nothing
-	 * here but pid has left its initial value, so no other thread can see
-	 * a change. */
 	proc = (struct process){ .pid = getpid() };
+	atomic_store(&thread_ever, false);
+	atomic_store(&abort_send, false);
+	atomic_store(&flushed_at_exit, false);
 }
 
 NL_FORK_PATH static void atfork_child(void)
@@ -875,6 +875,6 @@ NL_LOAD_PATH void nl_runtime_start(void)
 NL_FORK_PATH void nl_runtime_unload(void)
 {
 	if (atomic_load(&nl_recording) &&
-	    (atomic_load(&nl_runtime_kicked) || atomic_load(&proc.thread_ever) || nl_seg_predecessor_found()))
+	    (atomic_load(&nl_runtime_kicked) || atomic_load(&thread_ever) || nl_seg_predecessor_found()))
 		flush_at_exit();
 }
