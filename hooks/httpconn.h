@@ -94,7 +94,7 @@ struct nl_http_feed {
 	uint64_t now_ns;        /* read once per call, when an event needs it */
 	struct nl_fd *e;        /* nl_http_feed_bytes: the fd's entry, */
 	_Atomic uint8_t *busy;  /* the busy flag of the direction it claimed, */
-	const void *buf;        /* and the bytes, for nl_http2_switch_feed */
+	const void *buf;        /* and the bytes, for nl_http_feed_stopped */
 	size_t n;
 };
 
