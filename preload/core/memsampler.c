@@ -79,6 +79,7 @@
 #include "log.h"
 #include "procfs.h"
 #include "segment.h"
+#include "segread.h"
 #include "state.h"
 #include "registry.h"
 

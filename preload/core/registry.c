@@ -10,6 +10,7 @@
 #include "fork.h"
 #include "forkpath.h"
 #include "loadpath.h"
+#include "segread.h"
 #include "state.h"
 
 /* Instruments and series are only ever added, never removed while the process

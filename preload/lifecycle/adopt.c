@@ -8,6 +8,7 @@
 #include "log.h"
 #include "registry.h"
 #include "segment.h"
+#include "segread.h"
 
 #ifndef NL_VERSION
 #define NL_VERSION "unknown"

@@ -12,6 +12,7 @@
 #include "log.h"
 #include "registry.h"
 #include "segment.h"
+#include "segread.h"
 #include "snapshot.h"
 
 /* A string of the snapshot is the copy's, or one of the registry's own

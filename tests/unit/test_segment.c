@@ -25,6 +25,7 @@
 #include "config.h"
 #include "registry.h"
 #include "segment.h"
+#include "segread.h"
 
 static const double BOUNDS[3] = { 1, 10, 100 };
 
