@@ -6,7 +6,8 @@
  * copies, from series the hooks create; nl_seg_publish, from the first
  * record of a process, possibly in a signal handler; nl_seg_atfork_child)
  * makes system calls only: no stdio, no malloc, no locks, errno kept. The
- * directory is segdir.c's; other processes' segments are read by segread.c.
+ * directory is segdir.c's; other processes' segments are read in
+ * preload/others/segread.c.
  *
  * The shim's own files use the plain libc calls, on threads or in sections
  * where the hooks are bypassed, so that interceptors (a sanitizer's) see
@@ -19,7 +20,6 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
 #include <sys/mman.h>

@@ -49,7 +49,8 @@
  * anonymous memory and the process behaves as without segments.
  *
  * This process's segment is segment.c's, the directory segdir.c's; other
- * processes' segments are read, claimed and released through segread.h.
+ * processes' segments are read, claimed and released through
+ * preload/others/segread.h.
  */
 #ifndef NL_SEGMENT_H
 #define NL_SEGMENT_H

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "clock.h"
+#include "foreign.h"
 #include "log.h"
 #include "registry.h"
 #include "segment.h"

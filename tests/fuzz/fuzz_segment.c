@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "log.h"
+#include "foreign.h"
 #include "registry.h"
 #include "segment.h"
 #include "segread.h"

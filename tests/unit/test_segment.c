@@ -23,6 +23,7 @@
 #include <unistd.h>
 
 #include "config.h"
+#include "foreign.h"
 #include "registry.h"
 #include "segment.h"
 #include "segread.h"
