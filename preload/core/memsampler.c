@@ -46,8 +46,9 @@
  * PSS gauge is left out of that sample. Zombies count for nothing.
  *
  * Under nemolens-run the launcher runs this sampler for the processes whose
- * segments it exports (memsampler.h): the same walk from each root's pid,
- * the same budget, the values recorded into the root's own series.
+ * segments it exports (preload/others/memtrees.c): the same walk from each
+ * root's pid, the same budget, the values recorded into the root's own
+ * series.
  *
  * Costs not under the budget: the /proc scan (one stat read per process on
  * the host) and, per member, stat + statm; per descendant that exec'd, its
@@ -57,7 +58,7 @@
  * plain libc calls: pairing a plain open() with a raw close would hide the
  * close from interceptors such as a sanitizer's, which then take a reused
  * fd number for a race. */
-#include "memsampler.h"
+#include "memsampler_impl.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -68,8 +69,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
-#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -90,8 +89,6 @@
 #define ENVIRON_MAX (1u << 20)          /* bytes of a descendant's environ read */
 #define MAX_ANCESTORS 4096
 
-enum { MEM_RSS, MEM_PSS };
-
 /* One process of the /proc scan. */
 struct proc {
 	int pid;
@@ -103,7 +100,7 @@ struct proc {
 };
 
 /* The last PSS read of one process. */
-struct pss_entry {
+struct nl_pss_entry {
 	int pid;
 	uint64_t start;
 	uint64_t pss;                   /* bytes */
@@ -118,30 +115,9 @@ struct member {
 	uint64_t start;
 };
 
-/* One tree to sample: that of a server root, or the outermost process's
- * view of everything below it, or both. In a shim process, the process's
- * own (self); in nemolens-run, one per such process whose segment it
- * exports, its series in that segment (mapped here). */
-struct mtree {
-	int pid;
-	uint64_t start;
-	uint64_t env_start, env_end;
-	bool is_root, is_outermost;
-	struct nl_series *s_usage[2], *s_peak[2], *s_procs;
-	struct nl_series *s_host_usage, *s_host_avail, *s_host_total, *s_host_peak, *s_servers;
-	int64_t peak[2], host_peak;
-	struct pss_entry *cache, *next_cache;
-	size_t n_cache, cap_cache, cap_next;
-	/* nemolens-run: the owner's segment, mapped for writing */
-	uint8_t *map;
-	size_t map_len;
-	uint64_t ino;
-	bool seen;                      /* in this round's listing */
-};
-
 /* Zeroed, not initialised: the peaks are set by nl_memsampler_init, so
  * that this stays out of the data page every process writes at load. */
-static struct mtree self;
+static struct nl_mtree self;
 NL_LOAD_STATE static bool active;
 static uint64_t page_size = 4096;
 static uint64_t interval_ns;
@@ -265,7 +241,7 @@ static int read_stat_at(int dirfd, const char *name, struct nl_proc_stat *st)
 	return 0;
 }
 
-static int stat_of(int pid, struct nl_proc_stat *st)
+int nl_memsampler_stat_of(int pid, struct nl_proc_stat *st)
 {
 	char name[32];
 	snprintf(name, sizeof name, "/proc/%d/stat", pid);
@@ -291,7 +267,7 @@ static bool is_ancestor(int pid)
 		if (p == 1)
 			break;
 		struct nl_proc_stat st;
-		if (stat_of(p, &st) != 0)
+		if (nl_memsampler_stat_of(p, &st) != 0)
 			break;
 		p = st.ppid;
 	}
@@ -368,14 +344,14 @@ static void register_instruments(const struct nl_config *cfg)
  * runs it (nl_memsampler_init). */
 static void init(const struct nl_config *cfg)
 {
-	self.peak[MEM_RSS] = self.peak[MEM_PSS] = self.host_peak = -1;
+	self.peak[NL_MEM_RSS] = self.peak[NL_MEM_PSS] = self.host_peak = -1;
 	self.pid = getpid();
 	long ps = sysconf(_SC_PAGESIZE);
 	if (ps > 0)
 		page_size = (uint64_t)ps;
 	interval_ns = (uint64_t)(cfg->memory_interval_ms > 0 ? cfg->memory_interval_ms : 1000) * 1000000u;
 	struct nl_proc_stat st;
-	if (stat_of(self.pid, &st) == 0) {
+	if (nl_memsampler_stat_of(self.pid, &st) == 0) {
 		self.start = st.starttime;
 		self.env_start = st.env_start;
 		self.env_end = st.env_end;
@@ -448,7 +424,7 @@ static int by_ppid(const void *a, const void *b)
 }
 
 /* Fills procs[] from /proc/<pid>/stat, sorted by ppid. */
-static int scan_procs(void)
+int nl_memsampler_scan(void)
 {
 	n_procs = 0;
 	DIR *d = opendir("/proc");
@@ -558,7 +534,7 @@ static bool other_root(int pid)
 }
 
 /* Makes room for n elements of size sz in *arr (capacity *cap). */
-static bool reserve(void **arr, size_t *cap, size_t n, size_t sz)
+bool nl_memsampler_reserve(void **arr, size_t *cap, size_t n, size_t sz)
 {
 	if (n <= *cap)
 		return true;
@@ -577,14 +553,14 @@ static bool reserve(void **arr, size_t *cap, size_t n, size_t sz)
  * process first) and counts the roots of other servers below (all of them
  * when counting for gym.servers.active, else only those met at the edge of
  * this tree). Returns the number of members. */
-static size_t walk(struct mtree *T, size_t *n_roots)
+static size_t walk(struct nl_mtree *T, size_t *n_roots)
 {
 	*n_roots = 0;
 	for (size_t i = 0; i < n_procs; i++)
 		procs[i].visited = false;
 	size_t n_members = 0;
-	if (!reserve((void **)&stack, &cap_stack, n_procs + 1, sizeof *stack) ||
-	    !reserve((void **)&members, &cap_members, n_procs + 1, sizeof *members)) {
+	if (!nl_memsampler_reserve((void **)&stack, &cap_stack, n_procs + 1, sizeof *stack) ||
+	    !nl_memsampler_reserve((void **)&members, &cap_members, n_procs + 1, sizeof *members)) {
 		nl_warn_once("memsampler.oom", "memory sampler: out of memory; sample skipped");
 		return 0;
 	}
@@ -627,14 +603,14 @@ static size_t walk(struct mtree *T, size_t *n_roots)
 
 static int by_pid(const void *a, const void *b)
 {
-	const struct pss_entry *x = a, *y = b;
+	const struct nl_pss_entry *x = a, *y = b;
 	return x->pid < y->pid ? -1 : x->pid > y->pid;
 }
 
-static struct pss_entry *cache_find(const struct mtree *T, int pid, uint64_t start)
+static struct nl_pss_entry *cache_find(const struct nl_mtree *T, int pid, uint64_t start)
 {
-	struct pss_entry key = { .pid = pid };
-	struct pss_entry *e = T->n_cache ? bsearch(&key, T->cache, T->n_cache, sizeof *T->cache, by_pid) : NULL;
+	struct nl_pss_entry key = { .pid = pid };
+	struct nl_pss_entry *e = T->n_cache ? bsearch(&key, T->cache, T->n_cache, sizeof *T->cache, by_pid) : NULL;
 	return e && e->start == start ? e : NULL;
 }
 
@@ -650,7 +626,7 @@ static uint64_t pss_period(uint64_t cost_ns, double stretch)
 
 /* The factor by which every period is stretched so that the reads wanted
  * by all processes together stay within the budget. */
-static double pss_stretch(const struct mtree *T)
+static double pss_stretch(const struct nl_mtree *T)
 {
 	double rate = 0;
 	for (size_t i = 0; i < T->n_cache; i++)
@@ -669,7 +645,7 @@ struct totals {
 
 /* Reads one member's PSS (through its /proc directory) when due, else
  * reuses the last value; stores the result in e. */
-static void member_pss(int dfd, uint64_t rss, const struct pss_entry *old, struct pss_entry *e, uint64_t now,
+static void member_pss(int dfd, uint64_t rss, const struct nl_pss_entry *old, struct nl_pss_entry *e, uint64_t now,
 		       double stretch, struct totals *t)
 {
 	if (old)
@@ -748,12 +724,12 @@ static int member_rss(int dfd, uint64_t *rss)
 	return -1;
 }
 
-static void sample_tree(struct mtree *T, size_t n_members, uint64_t now, struct totals *t)
+static void sample_tree(struct nl_mtree *T, size_t n_members, uint64_t now, struct totals *t)
 {
 	memset(t, 0, sizeof *t);
 	t->rss_ok = t->pss_ok = true;
-	if (!reserve((void **)&T->next_cache, &T->cap_next, n_members, sizeof *T->next_cache) ||
-	    !reserve((void **)&T->cache, &T->cap_cache, n_members, sizeof *T->cache)) {
+	if (!nl_memsampler_reserve((void **)&T->next_cache, &T->cap_next, n_members, sizeof *T->next_cache) ||
+	    !nl_memsampler_reserve((void **)&T->cache, &T->cap_cache, n_members, sizeof *T->cache)) {
 		nl_warn_once("memsampler.oom", "memory sampler: out of memory; sample skipped");
 		t->rss_ok = t->pss_ok = false;
 		return;
@@ -785,8 +761,8 @@ static void sample_tree(struct mtree *T, size_t n_members, uint64_t now, struct 
 			t->rss_ok = false;
 			rss = 0;
 		}
-		struct pss_entry *e = &T->next_cache[n_next++];
-		*e = (struct pss_entry){ .pid = m->pid, .start = m->start };
+		struct nl_pss_entry *e = &T->next_cache[n_next++];
+		*e = (struct nl_pss_entry){ .pid = m->pid, .start = m->start };
 		member_pss(dfd, rss, cache_find(T, m->pid, m->start), e, now, stretch, t);
 		close(dfd);
 		t->count++;
@@ -798,7 +774,7 @@ static void sample_tree(struct mtree *T, size_t n_members, uint64_t now, struct 
 	}
 	/* The new cache holds this sample's members only: exited processes go. */
 	qsort(T->next_cache, n_next, sizeof *T->next_cache, by_pid);
-	struct pss_entry *tmp = T->cache;
+	struct nl_pss_entry *tmp = T->cache;
 	size_t tcap = T->cap_cache;
 	T->cache = T->next_cache;
 	T->cap_cache = T->cap_next;
@@ -830,7 +806,7 @@ static void record_peak(struct nl_series *s, int64_t *pk, uint64_t v)
 	gauge_set(s, (uint64_t)*pk);
 }
 
-static void sample_host(struct mtree *T)
+static void sample_host(struct nl_mtree *T)
 {
 	char buf[8192];
 	ssize_t n = read_at(AT_FDCWD, "/proc/meminfo", buf, sizeof buf);
@@ -850,8 +826,8 @@ static void sample_host(struct mtree *T)
 	record_peak(T->s_host_peak, &T->host_peak, used);
 }
 
-/* One sample of T, /proc scanned (scan_procs). */
-static void sample_one(struct mtree *T, uint64_t now)
+/* One sample of T, /proc scanned (nl_memsampler_scan). */
+void nl_memsampler_sample_tree(struct nl_mtree *T, uint64_t now)
 {
 	uint64_t cpu0 = thread_cpu_ns();
 	if (T->is_outermost)
@@ -871,16 +847,16 @@ static void sample_one(struct mtree *T, uint64_t now)
 	if (t.count > 0)
 		gauge_set(T->s_procs, t.count);
 	if (t.rss_ok) {
-		gauge_set(T->s_usage[MEM_RSS], t.rss);
-		record_peak(T->s_peak[MEM_RSS], &T->peak[MEM_RSS], t.rss);
+		gauge_set(T->s_usage[NL_MEM_RSS], t.rss);
+		record_peak(T->s_peak[NL_MEM_RSS], &T->peak[NL_MEM_RSS], t.rss);
 	} else {
-		gauge_clear(T->s_usage[MEM_RSS]);
+		gauge_clear(T->s_usage[NL_MEM_RSS]);
 	}
 	if (t.pss_ok) {
-		gauge_set(T->s_usage[MEM_PSS], t.pss);
-		record_peak(T->s_peak[MEM_PSS], &T->peak[MEM_PSS], t.pss);
+		gauge_set(T->s_usage[NL_MEM_PSS], t.pss);
+		record_peak(T->s_peak[NL_MEM_PSS], &T->peak[NL_MEM_PSS], t.pss);
 	} else {
-		gauge_clear(T->s_usage[MEM_PSS]);
+		gauge_clear(T->s_usage[NL_MEM_PSS]);
 	}
 	if (nl_log_get_level() >= NL_LOG_DEBUG)
 		nl_debug("memsampler: pid %d sample cpu_us=%llu scanned=%zu members=%zu roots_below=%zu rss=%llu "
@@ -899,7 +875,7 @@ static void peak_from(struct nl_series *s, int64_t *pk)
 		*pk = v;
 }
 
-static void peaks_from_series(struct mtree *T)
+void nl_memsampler_peaks_from_series(struct nl_mtree *T)
 {
 	for (int t = 0; t < 2; t++)
 		peak_from(T->s_peak[t], &T->peak[t]);
@@ -912,10 +888,10 @@ void nl_memsampler_sample(void)
 		return;
 	static bool first = true;
 	if (first)
-		peaks_from_series(&self);   /* this process took its export back (runtime.c) */
+		nl_memsampler_peaks_from_series(&self);   /* this process took its export back (runtime.c) */
 	first = false;
-	if (scan_procs() == 0)
-		sample_one(&self, nl_monotonic_ns());
+	if (nl_memsampler_scan() == 0)
+		nl_memsampler_sample_tree(&self, nl_monotonic_ns());
 }
 
 void nl_memsampler_shutdown(void)
@@ -959,16 +935,7 @@ void nl_memsampler_atfork_child(void)
 	envcap = 0;
 }
 
-/* ---- nemolens-run: the trees of the processes it exports --------------------- */
-
-/* One per process of the tree that is a server root or the outermost
- * process (its segment's flags), found at every sample. Its series are
- * those the process registered in its segment, mapped here for writing: a
- * value this process records is in the process's own segment, exported
- * under its resource like everything else it recorded, delivered with it
- * when it ends, and there for whoever exports it next. */
-static struct mtree *trees;
-static size_t n_trees, cap_trees;
+/* ---- a process that samples for others (memtrees.h) ------------------------ */
 
 void nl_memsampler_configure(const struct nl_config *cfg)
 {
@@ -978,108 +945,4 @@ void nl_memsampler_configure(const struct nl_config *cfg)
 	interval_ns = (uint64_t)(cfg->memory_interval_ms > 0 ? cfg->memory_interval_ms : 1000) * 1000000u;
 	read_budget();
 	have_rollup = access("/proc/self/smaps_rollup", R_OK) == 0;
-}
-
-/* The process of T runs (a zombie does not). */
-static bool tree_alive(const struct mtree *T, struct nl_proc_stat *st)
-{
-	return stat_of(T->pid, st) == 0 && st->starttime == T->start && st->state != 'Z' && st->state != 'X';
-}
-
-static void tree_free(struct mtree *T)
-{
-	munmap(T->map, T->map_len);
-	free(T->cache);
-	free(T->next_cache);
-}
-
-static struct nl_series *series_in(const struct mtree *T, const char *name, const char *key, const char *value)
-{
-	uint64_t off = nl_segment_series_at(T->map, T->map_len, name, key, value);
-	return off ? (struct nl_series *)(T->map + off) : NULL;
-}
-
-static void track(int fd, const struct nl_seg_header *h, const struct stat *st, void *arg)
-{
-	(void)arg;
-	for (size_t i = 0; i < n_trees; i++)
-		if (trees[i].pid == h->pid && trees[i].ino == (uint64_t)st->st_ino) {
-			trees[i].seen = true;
-			return;
-		}
-	struct nl_proc_stat ps;
-	if (!reserve((void **)&trees, &cap_trees, n_trees + 1, sizeof *trees) || stat_of((int)h->pid, &ps) != 0 ||
-	    ps.starttime != h->proc_start || ps.state == 'Z' || ps.state == 'X')
-		return;
-	void *map = mmap(NULL, (size_t)st->st_size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-	if (map == MAP_FAILED)
-		return;
-	struct mtree *T = &trees[n_trees];
-	*T = (struct mtree){ .pid = (int)h->pid, .start = ps.starttime, .env_start = ps.env_start,
-			     .env_end = ps.env_end, .is_root = (h->flags & NL_SEG_MEM_ROOT) != 0,
-			     .is_outermost = (h->flags & NL_SEG_MEM_OUTERMOST) != 0, .peak = { -1, -1 },
-			     .host_peak = -1, .map = map, .map_len = (size_t)st->st_size,
-			     .ino = (uint64_t)st->st_ino, .seen = true };
-	static const char *const types[2] = { "rss", "pss" };
-	bool ok = true;
-	if (T->is_root) {
-		for (int t = 0; t < 2; t++) {
-			T->s_usage[t] = series_in(T, "gym.server.memory.usage", "memory.type", types[t]);
-			T->s_peak[t] = series_in(T, "gym.server.memory.sampled_peak", "memory.type", types[t]);
-		}
-		T->s_procs = series_in(T, "gym.server.processes", NULL, NULL);
-		ok = T->s_usage[MEM_RSS] && T->s_procs;
-	}
-	if (T->is_outermost) {
-		T->s_host_usage = series_in(T, "gym.host.memory.usage", NULL, NULL);
-		T->s_host_avail = series_in(T, "gym.host.memory.available", NULL, NULL);
-		T->s_host_total = series_in(T, "gym.host.memory.total", NULL, NULL);
-		T->s_host_peak = series_in(T, "gym.host.memory.sampled_peak", NULL, NULL);
-		T->s_servers = series_in(T, "gym.servers.active", NULL, NULL);
-		ok = ok && T->s_host_usage && T->s_servers;
-	}
-	if (!ok) {
-		/* Not (yet) readable as such: looked at again next time. */
-		munmap(map, T->map_len);
-		return;
-	}
-	peaks_from_series(T);
-	n_trees++;
-}
-
-/* Drops the trees whose process ended, or that this process no longer
- * exports (keep: those seen in this round's listing). The outermost
- * process's gym.servers.active says 0 in its last export, as when it
- * samples itself. */
-static void drop_trees(bool keep_seen)
-{
-	size_t k = 0;
-	for (size_t i = 0; i < n_trees; i++) {
-		struct mtree *T = &trees[i];
-		struct nl_proc_stat st;
-		bool alive = tree_alive(T, &st);
-		if (alive && (!keep_seen || T->seen)) {
-			trees[k++] = *T;
-			continue;
-		}
-		if (!alive && T->s_servers)
-			nl_gauge_set_int(T->s_servers, 0);
-		tree_free(T);
-	}
-	n_trees = k;
-}
-
-void nl_memsampler_ended(void) { drop_trees(false); }
-
-void nl_memsampler_sample_exported(uint64_t key, const uint32_t *exporters, size_t n)
-{
-	for (size_t i = 0; i < n_trees; i++)
-		trees[i].seen = false;
-	nl_seg_each_exported(key, exporters, n, NL_SEG_MEM_ROOT | NL_SEG_MEM_OUTERMOST, track, NULL);
-	drop_trees(true);
-	if (!n_trees || scan_procs() != 0)
-		return;
-	uint64_t now = nl_monotonic_ns();
-	for (size_t i = 0; i < n_trees; i++)
-		sample_one(&trees[i], now);
 }

@@ -2,7 +2,7 @@
 /* Memory of server process trees and of the host, sampled from /proc
  * (NeMo Gym's gym.server.memory.*, gym.server.processes, gym.host.memory.*
  * and gym.servers.active). Runs on the shim's background thread only, or in
- * nemolens-run for the processes it exports (below).
+ * nemolens-run for the processes it exports (memtrees.h).
  *
  * A process where the shim runs is a server root when no ancestor runs the
  * shim, or when its server name differs from the one it inherited; the shim
@@ -44,23 +44,9 @@ void nl_memsampler_atfork_child(void);
  * NL_SEG_MEM_OUTERMOST of segment.h); 0 when it samples nothing. */
 unsigned nl_memsampler_roles(void);
 
-/* ---- nemolens-run ----------------------------------------------------------
- * The launcher (and its keeper) samples for the processes whose segments it
- * exports, so that they need no thread: each process still decides its
- * role in its constructor and registers its series, and says its role in
- * its segment; the launcher samples its tree from /proc exactly as the
- * process would have, and records into the process's own series in that
- * segment (mapped here). The values are then the process's: same names,
- * attributes and resource, exported with its other series, delivered with
- * its segment when it ends, and taken over by whoever exports it next. */
-
-/* The interval and PSS budget, from cfg and the environment. */
+/* The interval and PSS budget, from cfg and the environment, in a process
+ * that samples the trees of others (nemolens-run, memtrees.h) and has no
+ * constructor of its own to decide them. */
 void nl_memsampler_configure(const struct nl_config *cfg);
-/* One sample of every tree among the live segments with delivery key key
- * exported by one of exporters (nl_seg_each_exported). */
-void nl_memsampler_sample_exported(uint64_t key, const uint32_t *exporters, size_t n);
-/* Before the segments of ended processes are delivered: the trees of those
- * are let go, the outermost's gym.servers.active set to 0 first. */
-void nl_memsampler_ended(void);
 
 #endif

@@ -37,7 +37,7 @@ static void create_end(void)
 }
 static _Atomic size_t cardinality_limit = 2000;
 
-static const struct nl_attr overflow_attr = { .key = "otel.metric.overflow", .type = NL_ATTR_BOOL, .v.b = true };
+const struct nl_attr nl_overflow_attr = { .key = "otel.metric.overflow", .type = NL_ATTR_BOOL, .v.b = true };
 
 #define INST(off) ((struct nl_instrument *)nl_seg_ptr(off))
 #define SERIES(off) ((struct nl_series *)nl_seg_ptr(off))
@@ -72,20 +72,6 @@ size_t nl_registry_capacity(size_t limit)
 	return (size_t)(cap + 4095) / 4096 * 4096;
 }
 
-static uint64_t dbits(double d)
-{
-	uint64_t u;
-	memcpy(&u, &d, sizeof u);
-	return u;
-}
-
-static double bitsd(uint64_t u)
-{
-	double d;
-	memcpy(&d, &u, sizeof d);
-	return d;
-}
-
 /* Values back to nothing; only the part the series' kind has is touched. */
 static void series_clear(struct nl_series *s)
 {
@@ -100,9 +86,9 @@ static void series_clear(struct nl_series *s)
 	}
 	for (size_t i = 0; i <= NL_MAX_BOUNDS; i++)
 		atomic_store(&s->u.hist.buckets[i], 0);
-	atomic_store(&s->u.hist.sum_bits, dbits(0));
-	atomic_store(&s->u.hist.min_bits, dbits(INFINITY));
-	atomic_store(&s->u.hist.max_bits, dbits(-INFINITY));
+	atomic_store(&s->u.hist.sum_bits, nl_dbits(0));
+	atomic_store(&s->u.hist.min_bits, nl_dbits(INFINITY));
+	atomic_store(&s->u.hist.max_bits, nl_dbits(-INFINITY));
 	memset(s->u.hist.delta_base_buckets, 0, sizeof s->u.hist.delta_base_buckets);
 }
 
@@ -143,7 +129,7 @@ static bool series_init(struct nl_series *s, enum nl_kind kind, const struct nl_
 
 NL_LOAD_PATH void nl_registry_set_cardinality_limit(size_t limit) { atomic_store(&cardinality_limit, limit ? limit : 1); }
 
-static struct nl_instrument *find_instrument(const char *name)
+struct nl_instrument *nl_registry_find_instrument(const char *name)
 {
 	for (uint64_t off = first_instrument(); off; off = INST(off)->next)
 		if (strcmp(INST(off)->name_p, name) == 0)
@@ -161,7 +147,7 @@ static void bucket_guesses(struct nl_instrument *inst, const double *bounds, siz
 	uint64_t base = 1023;
 	for (size_t j = 0; j < n; j++)
 		if (bounds[j] > 0) {
-			base = dbits(bounds[j]) >> 52;
+			base = nl_dbits(bounds[j]) >> 52;
 			break;
 		}
 	inst->bucket_base = (uint16_t)(base ? base - 1 : 0);
@@ -169,7 +155,7 @@ static void bucket_guesses(struct nl_instrument *inst, const double *bounds, siz
 		uint64_t e = inst->bucket_base + k;
 		size_t below = 0;
 		if (e < 2048) {
-			double lo = bitsd(e << 52);
+			double lo = nl_bitsd(e << 52);
 			while (below < n && bounds[below] < lo)
 				below++;
 		}
@@ -185,7 +171,7 @@ struct nl_instrument *nl_instrument_get(const char *name, const char *unit, cons
 		return NULL;
 	create_begin();
 	nl_seg_arena_ensure(nl_registry_capacity(atomic_load(&cardinality_limit)));
-	struct nl_instrument *i = nl_seg_base ? find_instrument(name) : NULL;
+	struct nl_instrument *i = nl_seg_base ? nl_registry_find_instrument(name) : NULL;
 	uint64_t off = i || !nl_seg_base ? 0 : nl_seg_alloc(offsetof(struct nl_instrument, overflow) + nl_series_size(kind));
 	if (off) {
 		i = INST(off);
@@ -204,7 +190,7 @@ struct nl_instrument *nl_instrument_get(const char *name, const char *unit, cons
 		bucket_guesses(i, bounds, n_bounds);
 		i->overflow.overflow = true;
 		if (!i->name || !i->unit || !i->description || (n_bounds && !i->bounds) ||
-		    !series_init(&i->overflow, kind, &overflow_attr, 1)) {
+		    !series_init(&i->overflow, kind, &nl_overflow_attr, 1)) {
 			i = NULL;   /* the arena is full */
 		} else {
 			/* Published last: a reader sees either no instrument or a complete one. */
@@ -229,7 +215,7 @@ static bool attr_equal(const struct nl_sattr *a, const struct nl_attr *b)
 	case NL_ATTR_BOOL:
 		return (a->v.b != 0) == b->v.b;
 	case NL_ATTR_DOUBLE:
-		return a->v.d == dbits(b->v.d);
+		return a->v.d == nl_dbits(b->v.d);
 	}
 	return false;
 }
@@ -344,7 +330,7 @@ void nl_updown_add(struct nl_series *s, int64_t n)
 
 void nl_gauge_set(struct nl_series *s, double v)
 {
-	atomic_store_explicit(&s->u.bits, dbits(v), memory_order_relaxed);
+	atomic_store_explicit(&s->u.bits, nl_dbits(v), memory_order_relaxed);
 	atomic_store_explicit(&s->has_value, true, memory_order_release);
 }
 
@@ -355,6 +341,14 @@ void nl_gauge_set_int(struct nl_series *s, int64_t v)
 }
 
 void nl_gauge_clear(struct nl_series *s) { atomic_store_explicit(&s->has_value, false, memory_order_release); }
+
+bool nl_gauge_get_int(const struct nl_series *s, int64_t *v)
+{
+	if (!atomic_load_explicit(&s->has_value, memory_order_acquire))
+		return false;
+	*v = (int64_t)atomic_load_explicit(&s->u.bits, memory_order_relaxed);
+	return true;
+}
 
 size_t nl_hist_bucket(const double *bounds, size_t n_bounds, double v)
 {
@@ -374,20 +368,6 @@ size_t nl_hist_bucket(const double *bounds, size_t n_bounds, double v)
 	return lo + (n == 1 && v > bounds[lo]);
 }
 
-static void cas_update(_Atomic uint64_t *cell, double v, int sign)
-{
-	uint64_t cur = atomic_load_explicit(cell, memory_order_relaxed);
-	for (;;) {
-		double d = bitsd(cur);
-		double next = sign == 0 ? d + v : v;
-		if ((sign < 0 && !(v < d)) || (sign > 0 && !(v > d)))
-			return;
-		if (atomic_compare_exchange_weak_explicit(cell, &cur, dbits(next), memory_order_relaxed,
-							  memory_order_relaxed))
-			return;
-	}
-}
-
 /* nl_hist_bucket, from the instrument's guess: a table load and a compare
  * or two where halving 15 bounds takes four steps. */
 static inline size_t bucket_of(const struct nl_instrument *inst, double v)
@@ -396,7 +376,7 @@ static inline size_t bucket_of(const struct nl_instrument *inst, double v)
 	size_t n = inst->n_bounds;
 	if (n == 0 || !(v > b[0]))
 		return 0;
-	uint64_t k = (dbits(v) >> 52) - inst->bucket_base;
+	uint64_t k = (nl_dbits(v) >> 52) - inst->bucket_base;
 	if (k >= NL_BUCKET_WINDOW)
 		return nl_hist_bucket(b, n, v);
 	size_t i = inst->bucket_from[k];
@@ -412,9 +392,9 @@ void nl_hist_record(struct nl_instrument *inst, struct nl_series *s, double v)
 	if (isnan(v))
 		return;
 	atomic_fetch_add_explicit(&s->u.hist.buckets[bucket_of(inst, v)], 1, memory_order_relaxed);
-	cas_update(&s->u.hist.sum_bits, v, 0);
-	cas_update(&s->u.hist.min_bits, v, -1);
-	cas_update(&s->u.hist.max_bits, v, 1);
+	nl_cas_double(&s->u.hist.sum_bits, v, 0);
+	nl_cas_double(&s->u.hist.min_bits, v, -1);
+	nl_cas_double(&s->u.hist.max_bits, v, 1);
 	atomic_store_explicit(&s->has_value, true, memory_order_release);
 }
 
@@ -542,8 +522,8 @@ void nl_registry_reset_values(void)
 /* ---- snapshots ---------------------------------------------------------- */
 
 /* The point's values; its attributes are the caller's to set. */
-static void fill_point(enum nl_kind kind, size_t n_bounds, struct nl_series *s, bool delta, uint64_t start_ns,
-		       uint64_t now_ns, struct nl_point *p)
+void nl_registry_fill_point(enum nl_kind kind, size_t n_bounds, struct nl_series *s, bool delta, uint64_t start_ns,
+			    uint64_t now_ns, struct nl_point *p)
 {
 	p->n_attrs = s->n_attrs;
 	p->time_ns = now_ns;
@@ -558,7 +538,7 @@ static void fill_point(enum nl_kind kind, size_t n_bounds, struct nl_series *s, 
 		p->ivalue = (int64_t)atomic_load(&s->u.count);
 		break;
 	case NL_GAUGE:
-		p->dvalue = bitsd(atomic_load(&s->u.bits));
+		p->dvalue = nl_bitsd(atomic_load(&s->u.bits));
 		p->start_ns = 0;
 		break;
 	case NL_GAUGE_INT:
@@ -572,11 +552,11 @@ static void fill_point(enum nl_kind kind, size_t n_bounds, struct nl_series *s, 
 					(delta ? s->u.hist.delta_base_buckets[b] : 0);
 			p->count += p->buckets[b];
 		}
-		p->sum = bitsd(atomic_load(&s->u.hist.sum_bits)) - (delta ? s->delta_base_sum : 0);
+		p->sum = nl_bitsd(atomic_load(&s->u.hist.sum_bits)) - (delta ? s->delta_base_sum : 0);
 		/* min/max are since the start of the process: exported only for cumulative. */
 		p->has_min_max = !delta;
-		p->min = bitsd(atomic_load(&s->u.hist.min_bits));
-		p->max = bitsd(atomic_load(&s->u.hist.max_bits));
+		p->min = nl_bitsd(atomic_load(&s->u.hist.min_bits));
+		p->max = nl_bitsd(atomic_load(&s->u.hist.max_bits));
 		if (!isfinite(p->min) || !isfinite(p->max))
 			p->has_min_max = false;
 		break;
@@ -604,7 +584,7 @@ static struct nl_attr *add_point(struct nl_metric *m, struct nl_series *s, uint6
 				 struct nl_attr *attrs)
 {
 	struct nl_point *p = &m->points[m->n_points++];
-	fill_point(m->kind, m->n_bounds, s, m->delta, start_ns, now_ns, p);
+	nl_registry_fill_point(m->kind, m->n_bounds, s, m->delta, start_ns, now_ns, p);
 	local_attrs(s, attrs);
 	p->attrs = attrs;
 	return attrs + s->n_attrs;
@@ -704,395 +684,4 @@ void nl_snapshot_free(struct nl_snapshot *snap)
 		free(snap->metrics[i].points);
 	free(snap->metrics);
 	free(snap);
-}
-
-/* ---- other processes' segments ------------------------------------------------ */
-
-/* A reader of a segment another process left: data is a private copy of
- * the file, which may be anything (a crash mid-write is impossible, but the
- * file is only as trustworthy as every program of the user). Every offset
- * and length is checked against it, every walk is bounded, and records are
- * copied out before use. */
-struct reader {
-	const uint8_t *d;
-	size_t len;
-};
-
-#define MAX_FOREIGN_INSTRUMENTS 4096
-
-static bool in_range(const struct reader *r, uint64_t off, size_t size)
-{
-	return off >= NL_SEG_DATA && off % 16 == 0 && off <= r->len && size <= r->len - off;
-}
-
-struct foreign_inst {
-	struct nl_instrument rec;
-	const char *name, *unit, *description;
-	double bounds[NL_MAX_BOUNDS];
-};
-
-/* Copies a record whose length depends on the kind found in its first
- * part: hdr bytes first, then the whole size (the rest of out zeroed). */
-static bool copy_record(const struct reader *r, uint64_t off, void *out, size_t hdr, size_t full,
-			size_t (*size_of)(const void *))
-{
-	memset(out, 0, full);
-	if (!in_range(r, off, hdr))
-		return false;
-	memcpy(out, r->d + off, hdr);
-	size_t size = size_of(out);
-	if (size < hdr || size > full || !in_range(r, off, size))
-		return false;
-	memcpy(out, r->d + off, size);
-	return true;
-}
-
-/* Another process's bytes are not known to hold 0 or 1 where a bool is:
- * each flag of a copied series record is made one before it is read. */
-static void settle_flags(struct nl_series *s)
-{
-	static const size_t flags[] = { offsetof(struct nl_series, overflow), offsetof(struct nl_series, has_value),
-					offsetof(struct nl_series, retiring) };
-	for (size_t i = 0; i < sizeof flags / sizeof *flags; i++) {
-		unsigned char *b = (unsigned char *)s + flags[i];
-		*b = *b != 0;
-	}
-}
-
-static size_t series_record_size(const void *rec)
-{
-	const struct nl_series *s = rec;
-	return s->kind > NL_UPDOWN ? 0 : nl_series_size((enum nl_kind)s->kind);
-}
-
-static size_t instrument_record_size(const void *rec)
-{
-	const struct nl_instrument *i = rec;
-	return i->kind > NL_UPDOWN ? 0 : offsetof(struct nl_instrument, overflow) + nl_series_size((enum nl_kind)i->kind);
-}
-
-static bool read_instrument(const struct reader *r, uint64_t off, struct foreign_inst *out)
-{
-	if (!copy_record(r, off, &out->rec, offsetof(struct nl_instrument, overflow), sizeof out->rec,
-			 instrument_record_size))
-		return false;
-	settle_flags(&out->rec.overflow);
-	const struct nl_instrument *i = &out->rec;
-	out->name = nl_seg_str(r->d, r->len, i->name);
-	out->unit = nl_seg_str(r->d, r->len, i->unit);
-	out->description = nl_seg_str(r->d, r->len, i->description);
-	if (!out->name || !out->name[0] || !out->unit || !out->description || i->n_bounds > NL_MAX_BOUNDS ||
-	    (i->n_bounds && !in_range(r, i->bounds, i->n_bounds * sizeof(double))) || i->overflow.kind != i->kind)
-		return false;
-	if (i->n_bounds)
-		memcpy(out->bounds, r->d + i->bounds, i->n_bounds * sizeof(double));
-	for (size_t b = 0; b < i->n_bounds; b++)
-		if (!isfinite(out->bounds[b]) || (b && !(out->bounds[b] > out->bounds[b - 1])))
-			return false;
-	return true;
-}
-
-/* The series at off, if it is one of the instrument's kind, with its
- * attributes (pointing into the data). */
-static bool read_series(const struct reader *r, uint64_t off, const struct foreign_inst *inst, struct nl_series *s,
-			struct nl_attr *attrs)
-{
-	if (!copy_record(r, off, s, offsetof(struct nl_series, u), sizeof *s, series_record_size))
-		return false;
-	settle_flags(s);
-	if (s->kind != inst->rec.kind || s->n_attrs > NL_MAX_ATTRS)
-		return false;
-	struct nl_sattr sa[NL_MAX_ATTRS];
-	if (s->n_attrs && !in_range(r, s->attrs, s->n_attrs * sizeof *sa))
-		return false;
-	if (s->n_attrs)
-		memcpy(sa, r->d + s->attrs, s->n_attrs * sizeof *sa);
-	return nl_seg_get_attrs(r->d, r->len, sa, s->n_attrs, attrs);
-}
-
-/* The instruments' offsets, oldest first (they are created under the lock,
- * so older ones sit lower), or -1 when the list is not one. */
-static long list_instruments(const struct reader *r, uint64_t root, uint64_t *out)
-{
-	size_t n = 0;
-	uint64_t prev = UINT64_MAX;
-	/* Only the fixed part here: the record is as long as its kind needs,
-	 * which read_instrument checks. */
-	for (uint64_t off = root; off;) {
-		if (off >= prev || n == MAX_FOREIGN_INSTRUMENTS || !in_range(r, off, offsetof(struct nl_instrument, overflow)))
-			return -1;
-		out[n++] = prev = off;
-		memcpy(&off, r->d + off + offsetof(struct nl_instrument, next), sizeof off);
-	}
-	for (size_t a = 0, b = n ? n - 1 : 0; a < b; a++, b--) {
-		uint64_t t = out[a];
-		out[a] = out[b];
-		out[b] = t;
-	}
-	return (long)n;
-}
-
-/* Calls fn for every series of the instrument that has a value, the
- * overflow series last. Hooks publish series in any order of their offsets,
- * so a walk is bounded by how many series the data could hold; false when
- * something is out of place. */
-typedef void (*series_fn)(void *ctx, const struct foreign_inst *inst, const struct nl_series *s,
-			  const struct nl_attr *attrs);
-
-static bool walk_series(const struct reader *r, const struct foreign_inst *inst, series_fn fn, void *ctx)
-{
-	struct nl_series s;
-	struct nl_attr attrs[NL_MAX_ATTRS];
-	size_t steps = r->len / nl_series_size(NL_COUNTER) + 1;
-	for (uint64_t off = inst->rec.head; off; off = s.next) {
-		if (steps-- == 0 || !read_series(r, off, inst, &s, attrs))
-			return false;
-		if (atomic_load(&s.has_value) && !s.overflow)
-			fn(ctx, inst, &s, attrs);
-	}
-	memcpy(&s, &inst->rec.overflow, sizeof s);
-	if (atomic_load(&s.has_value)) {
-		s.n_attrs = 1;
-		attrs[0] = overflow_attr;
-		s.overflow = true;
-		fn(ctx, inst, &s, attrs);
-	}
-	return true;
-}
-
-static bool header_usable(const uint8_t *data, size_t len, struct reader *r)
-{
-	if (len < sizeof(struct nl_seg_header))
-		return false;
-	const struct nl_seg_header *h = (const struct nl_seg_header *)data;
-	if (memcmp(h->magic, NL_SEG_MAGIC, 8) != 0 || h->layout != nl_registry_layout())
-		return false;
-	uint64_t used = atomic_load(&((struct nl_seg_header *)data)->used);
-	r->d = data;
-	r->len = used < len ? (size_t)used : len;
-	return true;
-}
-
-struct counting {
-	size_t points, attrs;
-};
-
-static void count_one(void *ctx, const struct foreign_inst *inst, const struct nl_series *s,
-		      const struct nl_attr *attrs)
-{
-	(void)inst;
-	(void)attrs;
-	struct counting *c = ctx;
-	c->points++;
-	c->attrs += s->n_attrs;
-}
-
-struct filling {
-	struct nl_metric *m;
-	struct nl_attr *attrs;          /* next free place in the snapshot's own storage */
-	bool delta;
-	uint64_t start_ns, now_ns;
-};
-
-static void fill_one(void *ctx, const struct foreign_inst *inst, const struct nl_series *s,
-		     const struct nl_attr *attrs)
-{
-	struct filling *f = ctx;
-	struct nl_point *p = &f->m->points[f->m->n_points++];
-	fill_point((enum nl_kind)inst->rec.kind, inst->rec.n_bounds, (struct nl_series *)s, f->delta, f->start_ns,
-		   f->now_ns, p);
-	memcpy(f->attrs, attrs, s->n_attrs * sizeof *attrs);
-	p->attrs = f->attrs;
-	p->series = NULL;   /* nothing to commit in a dead process */
-	f->attrs += s->n_attrs;
-}
-
-struct nl_snapshot *nl_snapshot_of_segment(const uint8_t *data, size_t len, uint64_t now_ns)
-{
-	struct reader r;
-	if (!header_usable(data, len, &r))
-		return NULL;
-	const struct nl_seg_header *h = (const struct nl_seg_header *)data;
-	uint64_t *order = malloc(MAX_FOREIGN_INSTRUMENTS * sizeof *order);
-	struct foreign_inst *insts = order ? malloc(MAX_FOREIGN_INSTRUMENTS * sizeof *insts) : NULL;
-	long n_inst = insts ? list_instruments(&r, h->root, order) : -1;
-	struct counting c = { 0, 0 };
-	size_t n_res = h->n_resource;
-	bool ok = n_inst >= 0 && n_res <= 128 && (!n_res || in_range(&r, h->resource, n_res * sizeof(struct nl_sattr)));
-	for (long k = 0; ok && k < n_inst; k++)
-		ok = read_instrument(&r, order[k], &insts[k]) && walk_series(&r, &insts[k], count_one, &c);
-	struct nl_snapshot *snap = NULL;
-	if (ok)
-		snap = calloc(1, sizeof *snap + (n_res + c.attrs) * sizeof(struct nl_attr));
-	if (snap)
-		snap->metrics = calloc(n_inst ? (size_t)n_inst : 1, sizeof *snap->metrics);
-	if (!snap || !snap->metrics)
-		goto fail;
-	/* Resource and point attributes live right after the snapshot: freed with it. */
-	struct nl_attr *storage = (struct nl_attr *)(snap + 1);
-	struct nl_sattr res[128];
-	if (n_res)
-		memcpy(res, data + h->resource, n_res * sizeof *res);
-	if (!nl_seg_get_attrs(r.d, r.len, res, n_res, storage))
-		goto fail;
-	snap->resource = storage;
-	snap->n_resource = n_res;
-	struct filling f = { .attrs = storage + n_res, .start_ns = h->start_unix_ns, .now_ns = now_ns };
-	for (long k = 0; k < n_inst; k++) {
-		const struct foreign_inst *inst = &insts[k];
-		struct counting one = { 0, 0 };
-		walk_series(&r, inst, count_one, &one);
-		if (!one.points)
-			continue;
-		struct nl_metric *m = &snap->metrics[snap->n_metrics];
-		enum nl_kind kind = (enum nl_kind)inst->rec.kind;
-		/* The strings point into data, which outlives the snapshot. */
-		m->name = inst->name;
-		m->unit = inst->unit;
-		m->description = inst->description;
-		m->kind = kind;
-		m->delta = kind == NL_COUNTER	  ? (h->flags & NL_SEG_DELTA_COUNTERS) != 0
-			   : kind == NL_HISTOGRAM ? (h->flags & NL_SEG_DELTA_HISTOGRAMS) != 0
-						  : false;
-		if (inst->rec.n_bounds)
-			m->bounds = (const double *)(data + inst->rec.bounds);
-		m->n_bounds = inst->rec.n_bounds;
-		if (!(m->points = calloc(one.points, sizeof *m->points)))
-			goto fail;
-		f.m = m;
-		f.delta = m->delta;
-		walk_series(&r, inst, fill_one, &f);
-		snap->n_points += m->n_points;
-		snap->n_metrics++;
-	}
-	free(insts);
-	free(order);
-	return snap;
-fail:
-	nl_snapshot_free(snap);
-	free(insts);
-	free(order);
-	return NULL;
-}
-
-/* ---- another process's series, by name ------------------------------------------ */
-
-/* Whether the series' attributes hold key with the string value (key NULL:
- * any series). */
-static bool attrs_match(const struct nl_attr *attrs, size_t n, const char *key, const char *value)
-{
-	if (!key)
-		return true;
-	for (size_t i = 0; i < n; i++)
-		if (attrs[i].type == NL_ATTR_STR && strcmp(attrs[i].key, key) == 0 && strcmp(attrs[i].v.s, value) == 0)
-			return true;
-	return false;
-}
-
-uint64_t nl_segment_series_at(const uint8_t *data, size_t len, const char *name, const char *key, const char *value)
-{
-	struct reader r;
-	if (!header_usable(data, len, &r))
-		return 0;
-	const struct nl_seg_header *h = (const struct nl_seg_header *)data;
-	uint64_t *order = malloc(MAX_FOREIGN_INSTRUMENTS * sizeof *order);
-	long n_inst = order ? list_instruments(&r, atomic_load(&h->root), order) : -1;
-	uint64_t found = 0;
-	for (long k = 0; k < n_inst && !found; k++) {
-		struct foreign_inst inst;
-		if (!read_instrument(&r, order[k], &inst) || strcmp(inst.name, name) != 0)
-			continue;
-		struct nl_series s;
-		struct nl_attr attrs[NL_MAX_ATTRS];
-		size_t steps = r.len / nl_series_size(NL_COUNTER) + 1;
-		for (uint64_t off = inst.rec.head; off && steps-- && read_series(&r, off, &inst, &s, attrs); off = s.next)
-			if (!s.overflow && attrs_match(attrs, s.n_attrs, key, value)) {
-				found = off;
-				break;
-			}
-	}
-	free(order);
-	return found;
-}
-
-bool nl_gauge_get_int(const struct nl_series *s, int64_t *v)
-{
-	if (!atomic_load_explicit(&s->has_value, memory_order_acquire))
-		return false;
-	*v = (int64_t)atomic_load_explicit(&s->u.bits, memory_order_relaxed);
-	return true;
-}
-
-/* ---- folding a dead process into this one -------------------------------------- */
-
-struct folding {
-	struct nl_instrument *own;
-	size_t series;
-};
-
-static void fold_one(void *ctx, const struct foreign_inst *inst, const struct nl_series *cs,
-		     const struct nl_attr *attrs)
-{
-	struct folding *f = ctx;
-	struct nl_series *s = (struct nl_series *)cs;   /* a private copy: read only */
-	struct nl_series *t = s->overflow ? &f->own->overflow : nl_series_get(f->own, attrs, s->n_attrs);
-	if (inst->rec.kind == NL_COUNTER) {
-		nl_counter_add(t, atomic_load(&s->u.count));
-	} else {
-		for (size_t b = 0; b <= inst->rec.n_bounds; b++)
-			atomic_fetch_add(&t->u.hist.buckets[b], atomic_load(&s->u.hist.buckets[b]));
-		cas_update(&t->u.hist.sum_bits, bitsd(atomic_load(&s->u.hist.sum_bits)), 0);
-		double mn = bitsd(atomic_load(&s->u.hist.min_bits)), mx = bitsd(atomic_load(&s->u.hist.max_bits));
-		if (isfinite(mn) && isfinite(mx)) {
-			cas_update(&t->u.hist.min_bits, mn, -1);
-			cas_update(&t->u.hist.max_bits, mx, 1);
-		}
-		atomic_store(&t->has_value, true);
-	}
-	f->series++;
-}
-
-/* This process's instrument of the same name, kind and bounds, created
- * (with copies of the names in the arena) when it has none. */
-static struct nl_instrument *own_instrument(const struct foreign_inst *inst)
-{
-	struct nl_instrument *i = nl_seg_base ? find_instrument(inst->name) : NULL;
-	if (!i) {
-		uint64_t name = nl_seg_copy_str(inst->name), unit = nl_seg_copy_str(inst->unit);
-		uint64_t desc = nl_seg_copy_str(inst->description);
-		uint64_t bounds = inst->rec.n_bounds ? nl_seg_alloc(inst->rec.n_bounds * sizeof(double)) : 0;
-		if (!name || !unit || !desc || (inst->rec.n_bounds && !bounds))
-			return NULL;
-		if (bounds)
-			memcpy(nl_seg_ptr(bounds), inst->bounds, inst->rec.n_bounds * sizeof(double));
-		i = nl_instrument_get(nl_seg_ptr(name), nl_seg_ptr(unit), nl_seg_ptr(desc), (enum nl_kind)inst->rec.kind,
-				      bounds ? nl_seg_ptr(bounds) : NULL, inst->rec.n_bounds);
-	}
-	if (!i || i->kind != inst->rec.kind || i->n_bounds != inst->rec.n_bounds ||
-	    (i->n_bounds && memcmp(i->bounds_p, inst->bounds, i->n_bounds * sizeof(double)) != 0))
-		return NULL;
-	return i;
-}
-
-long nl_registry_fold_segment(const uint8_t *data, size_t len)
-{
-	NL_ASSERT_NOT_IN_HOOK();
-	struct reader r;
-	if (!header_usable(data, len, &r))
-		return -1;
-	const struct nl_seg_header *h = (const struct nl_seg_header *)data;
-	uint64_t *order = malloc(MAX_FOREIGN_INSTRUMENTS * sizeof *order);
-	long n_inst = order ? list_instruments(&r, h->root, order) : -1;
-	struct folding f = { NULL, 0 };
-	for (long k = 0; k < n_inst; k++) {
-		struct foreign_inst inst;
-		/* Counters and histograms only: a gauge or an up-down counter is the
-		 * state of a process that no longer exists. */
-		if (!read_instrument(&r, order[k], &inst) ||
-		    (inst.rec.kind != NL_COUNTER && inst.rec.kind != NL_HISTOGRAM) || !(f.own = own_instrument(&inst)))
-			continue;
-		walk_series(&r, &inst, fold_one, &f);
-	}
-	free(order);
-	return n_inst < 0 ? -1 : (long)f.series;
 }

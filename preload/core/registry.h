@@ -55,6 +55,8 @@ void nl_gauge_set(struct nl_series *s, double v);
 void nl_gauge_set_int(struct nl_series *s, int64_t v);
 /* The gauge has no value now: left out of exports until set again. */
 void nl_gauge_clear(struct nl_series *s);
+/* A gauge's integer value; false when it has none. */
+bool nl_gauge_get_int(const struct nl_series *s, int64_t *v);
 void nl_hist_record(struct nl_instrument *inst, struct nl_series *s, double v);
 
 /* Index of the bucket that v falls in: bucket i holds (bounds[i-1], bounds[i]],
@@ -97,30 +99,12 @@ void nl_series_retire(struct nl_series *s);
 void nl_series_unretire(struct nl_series *s);
 void nl_snapshot_free(struct nl_snapshot *snap);
 
-/* ---- Segments of other processes (segment.h) -------------------------- */
+/* ---- The registry in a segment (segment.h) ---------------------------- */
 
 /* A fingerprint of the record layouts the segment holds: a reader never
  * takes another layout (another build of the shim) for its own. */
 uint32_t nl_registry_layout(void);
 /* The address space the arena reserves for a cardinality limit. */
 size_t nl_registry_capacity(size_t limit);
-/* A snapshot of what the segment in data[0,len) (a private copy of the
- * file another process left) holds, under its resource and start time;
- * NULL when the data is not a segment of this layout, or on OOM. Strings
- * point into data, which must outlive the snapshot. nl_snapshot_commit
- * ignores its points. */
-struct nl_snapshot *nl_snapshot_of_segment(const uint8_t *data, size_t len, uint64_t now_ns);
-/* Adds the counters and histograms of such a segment to this process's own
- * series of the same names and attributes (NEMOLENS_ADOPT=fold); gauges and
- * up-down counters, the state of a process that is gone, are dropped.
- * Returns the number of series folded, -1 when data is not a segment. */
-long nl_registry_fold_segment(const uint8_t *data, size_t len);
-/* The offset in data[0,len) (a segment of this layout, possibly another
- * process's live one, mapped) of the first series of the instrument name
- * whose string attribute key is value (key NULL: its first series); 0 when
- * there is none. nemolens-run records into it (its memory sampler). */
-uint64_t nl_segment_series_at(const uint8_t *data, size_t len, const char *name, const char *key, const char *value);
-/* A gauge's integer value; false when it has none. */
-bool nl_gauge_get_int(const struct nl_series *s, int64_t *v);
 
 #endif

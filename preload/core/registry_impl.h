@@ -12,12 +12,20 @@
  *
  * Records are as small as their kind allows: every process creates its
  * series at load, and each page of them is a page fault of every exec.
+ *
+ * Besides registry.c (and its unit tests), only the reader of other
+ * processes' registries (preload/others/foreign.c) includes this: it copies
+ * these records out of another process's segment and folds them into this
+ * process's.
  */
 #ifndef NL_REGISTRY_IMPL_H
 #define NL_REGISTRY_IMPL_H
 
 #include <stdatomic.h>
+#include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
+#include <string.h>
 
 #include "registry.h"
 #include "segment.h"
@@ -82,5 +90,48 @@ struct nl_instrument {
 	/* Last: like every series, only as long as its kind needs. */
 	struct nl_series overflow;
 };
+
+/* A double's bits, and back: histogram sums and bounds are kept as bits in
+ * 64-bit atomics. */
+static inline uint64_t nl_dbits(double d)
+{
+	uint64_t u;
+	memcpy(&u, &d, sizeof u);
+	return u;
+}
+
+static inline double nl_bitsd(uint64_t u)
+{
+	double d;
+	memcpy(&d, &u, sizeof d);
+	return d;
+}
+
+/* A double cell updated by CAS: sign 0 adds v, -1 keeps the smaller, 1 the
+ * larger. */
+static inline void nl_cas_double(_Atomic uint64_t *cell, double v, int sign)
+{
+	uint64_t cur = atomic_load_explicit(cell, memory_order_relaxed);
+	for (;;) {
+		double d = nl_bitsd(cur);
+		double next = sign == 0 ? d + v : v;
+		if ((sign < 0 && !(v < d)) || (sign > 0 && !(v > d)))
+			return;
+		if (atomic_compare_exchange_weak_explicit(cell, &cur, nl_dbits(next), memory_order_relaxed,
+							  memory_order_relaxed))
+			return;
+	}
+}
+
+/* The attribute of the series that stands for every set past the limit. */
+extern const struct nl_attr nl_overflow_attr;
+
+/* This process's instrument of that name, or NULL. */
+struct nl_instrument *nl_registry_find_instrument(const char *name);
+
+/* A snapshot point's values from series s of an instrument of this kind
+ * and number of bounds; its attributes are the caller's to set. */
+void nl_registry_fill_point(enum nl_kind kind, size_t n_bounds, struct nl_series *s, bool delta, uint64_t start_ns,
+			    uint64_t now_ns, struct nl_point *p);
 
 #endif

@@ -68,6 +68,7 @@
 #include "env.h"
 #include "log.h"
 #include "memsampler.h"
+#include "memtrees.h"
 #include "segment.h"
 
 #ifndef NL_VERSION

@@ -5,9 +5,11 @@
 #include <string.h>
 
 #include "clock.h"
+#include "foreign.h"
 #include "log.h"
 #include "registry.h"
 #include "segment.h"
+#include "segread.h"
 
 #ifndef NL_VERSION
 #define NL_VERSION "unknown"

@@ -40,7 +40,7 @@ struct nl_adopter {
 size_t nl_adopt_run(const struct nl_adopter *a, uint64_t deadline_ns, bool thorough, bool *send_failed);
 
 /* nemolens-run's export for its tree: exports the live segments whose
- * exporter is one of exporters (segment.h, nl_seg_read_exported; the first
+ * exporter is one of exporters (segread.h, nl_seg_read_exported; the first
  * is this process), each under its owner's resource and start time, in as
  * few requests as fit, until deadline_ns. Returns how many segments were
  * read; *points (may be NULL) how many points they exported. A send that

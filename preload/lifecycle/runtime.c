@@ -847,7 +847,7 @@ NL_LOAD_PATH bool nl_runtime_load(void)
 	nl_genaimetrics_init(&cfg);
 	nl_memsampler_init(&cfg);
 	/* nemolens-run reads segments as they are (cumulative values) and
-	 * samples memory for them (memsampler.h), to its own collector. */
+	 * samples memory for them (memtrees.h), to its own collector. */
 	if (runner && can_adopt && cfg.adopt == NL_ADOPT_OWN && !cfg.delta_counters && !cfg.delta_histograms) {
 		long pid;
 		if (nl_parse_pid(runner, &pid) == 0)

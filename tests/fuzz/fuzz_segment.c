@@ -10,8 +10,10 @@
 #include <string.h>
 
 #include "log.h"
+#include "foreign.h"
 #include "registry.h"
 #include "segment.h"
+#include "segread.h"
 #include "snapshot.h"
 
 /* A string of the snapshot is the copy's, or one of the registry's own

@@ -23,8 +23,10 @@
 #include <unistd.h>
 
 #include "config.h"
+#include "foreign.h"
 #include "registry.h"
 #include "segment.h"
+#include "segread.h"
 
 static const double BOUNDS[3] = { 1, 10, 100 };
 
