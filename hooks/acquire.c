@@ -7,7 +7,7 @@
 #include "clock.h"
 #include "connmetrics.h"
 #include "dest.h"
-#include "http.h"
+#include "follow.h"
 #include "real.h"
 #include "state.h"
 
@@ -150,7 +150,7 @@ int nl_acq_connect(int fd, const struct sockaddr *addr, socklen_t len, enum nl_f
 			return r;
 		nl_conn_attempt(what);   /* finished inside the call, either way: no wait to record */
 		if (r == 0 && follow && e)
-			nl_http_watch(e, follow, what);
+			nl_follow_watch(e, follow, what);
 	} else {
 		start_pending(e, what, t0, follow);
 	}

@@ -75,7 +75,7 @@ int nl_fd_http_start(struct nl_fd *e, enum nl_fd_http side)
 }
 
 /* The HTTP layer stops following the number's bytes (its exchanges were
- * settled by http.c first where there was a close to see). */
+ * settled by follow.c first where there was a close to see). */
 static void drop_http(struct nl_fd *e) { nl_fd_http_stop(e); }
 
 void nl_fd_track(int fd)

@@ -24,7 +24,7 @@ enum nl_fd_state {
 	NL_FD_IGNORED,          /* a socket the shim saw and does not count (datagram, the shim's own) */
 };
 
-/* What the HTTP layer does with a socket's bytes (hooks/http.h). */
+/* What the HTTP layer does with a socket's bytes (hooks/follow.h). */
 enum nl_fd_http { NL_HTTP_NONE = 0, NL_HTTP_SERVER = 2, NL_HTTP_CLIENT = 4 };
 /* Why an I/O call on the fd is of interest: one byte, so that a hook asks
  * with one load. */
@@ -60,7 +60,7 @@ extern _Atomic(void *) nl_fd_chunks[NL_FD_CHUNK_SLOTS];
 
 /* How many fds are NL_FD_CONNECTING or have their bytes followed by the HTTP
  * layer right now. While it is 0, an I/O hook needs no table lookup at all.
- * Every change goes through the functions below (and http.c), which keep it
+ * Every change goes through the functions below (and follow.c), which keep it
  * exact. */
 extern _Atomic unsigned nl_fd_watching;
 
@@ -129,7 +129,7 @@ struct nl_fd *nl_fd_get(int fd);
 void nl_fd_track(int fd);
 /* The same for the entry of a socket just accepted, and its bytes followed
  * by the HTTP layer as side (dest: the destination index of a client
- * socket): nl_fd_track, then nl_http_watch, in one step. */
+ * socket): nl_fd_track, then nl_follow_watch, in one step. */
 void nl_fd_track_followed(struct nl_fd *e, enum nl_fd_http side, int dest);
 /* Marks fd as a socket the shim knows and does not count. */
 void nl_fd_ignore(int fd);

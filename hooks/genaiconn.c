@@ -73,7 +73,7 @@ bool nl_genai_conn_begin(struct nl_httpconn *c, unsigned slot, enum nl_genai_op 
 	return true;
 }
 
-void nl_genai_conn_body(struct nl_http_feed *f, const struct nl_h1_event *ev)
+void nl_genai_conn_body(struct nl_follow_feed *f, const struct nl_h1_event *ev)
 {
 	struct exchange *x = find(owner_of(f->c, ev->slot % NL_H1_PIPELINE));
 	if (!x)
@@ -87,7 +87,7 @@ void nl_genai_conn_body(struct nl_http_feed *f, const struct nl_h1_event *ev)
 	}
 	if (!x->body_seen) {
 		x->body_seen = true;
-		x->first_body_us = nl_http_feed_now_us(f);
+		x->first_body_us = nl_follow_feed_now_us(f);
 	}
 	if (!ev->body) {
 		nl_genaiz_gap(&x->resp);
@@ -95,7 +95,7 @@ void nl_genai_conn_body(struct nl_http_feed *f, const struct nl_h1_event *ev)
 	}
 	if ((nl_genaiz_feed(&x->resp, ev->body, (size_t)ev->body_size) & NL_GENAI_FIRST_CONTENT) && !x->content_seen) {
 		x->content_seen = true;
-		x->first_content_us = nl_http_feed_now_us(f);
+		x->first_content_us = nl_follow_feed_now_us(f);
 	}
 }
 
@@ -106,7 +106,7 @@ void nl_genai_conn_request_end(struct nl_httpconn *c, unsigned slot)
 		nl_genaiz_end(&x->req);
 }
 
-void nl_genai_conn_finish(struct nl_http_feed *f, unsigned slot, unsigned status, uint32_t start_us,
+void nl_genai_conn_finish(struct nl_follow_feed *f, unsigned slot, unsigned status, uint32_t start_us,
 			  uint64_t duration_ns)
 {
 	struct nl_httpconn *c = f->c;

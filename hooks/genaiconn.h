@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* Model calls on a followed connection: the glue between the HTTP glue
- * (http.c), the GenAI body scanner (genai.h) and the GenAI metrics
+ * (follow.c), the GenAI body scanner (genai.h) and the GenAI metrics
  * (genaimetrics.h). Private to hooks/.
  *
  * A request whose target names a model call (nl_genai_target_op) takes an
@@ -21,18 +21,18 @@
 #include "h1.h"
 
 struct nl_httpconn;
-struct nl_http_feed;
+struct nl_follow_feed;
 
 /* From the sink's REQ_LINE: the request in slot is a model call of op.
  * False when the pool has no room (the call is then not read). */
 bool nl_genai_conn_begin(struct nl_httpconn *c, unsigned slot, enum nl_genai_op op);
 /* A tapped body's bytes (NL_H1_BODY). */
-void nl_genai_conn_body(struct nl_http_feed *f, const struct nl_h1_event *ev);
+void nl_genai_conn_body(struct nl_follow_feed *f, const struct nl_h1_event *ev);
 /* The request's body ended. */
 void nl_genai_conn_request_end(struct nl_httpconn *c, unsigned slot);
 /* The call ended (status 0: the connection ended first): recorded, and its
  * exchange back to the pool. start_us: when its request started. */
-void nl_genai_conn_finish(struct nl_http_feed *f, unsigned slot, unsigned status, uint32_t start_us,
+void nl_genai_conn_finish(struct nl_follow_feed *f, unsigned slot, unsigned status, uint32_t start_us,
 			  uint64_t duration_ns);
 /* The call will not be reported (malformed input, contention). */
 void nl_genai_conn_drop(struct nl_httpconn *c, unsigned slot);

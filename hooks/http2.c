@@ -103,12 +103,12 @@ static void request_head(struct feed *f, const struct nl_h2_event *ev)
 	if (c->side == NL_HTTP_SERVER) {
 		if (h->path_len)
 			s->route = (int16_t)nl_http_route(h->path, h->path_len, h->path_truncated);
-		int name = nl_http_conn_name(c, h->authority_len ? h->authority : NULL, h->authority_len);
+		int name = nl_follow_conn_name(c, h->authority_len ? h->authority : NULL, h->authority_len);
 		s->name = (uint8_t)(name + 2);
 		if (nl_http_server_started(s->method, c->flags & NL_HTTPCONN_TLS, name))
 			open |= NL_SLOT_COUNTED;
 	} else if (h->authority_len) {
-		nl_http_request_host(c, h->authority, h->authority_len);
+		nl_follow_request_host(c, h->authority, h->authority_len);
 	}
 	atomic_store_explicit(&s->open, open, memory_order_release);
 }
@@ -252,11 +252,11 @@ bool nl_http2_switch(struct nl_httpconn *c, enum nl_h1_dir dir, const void *buf,
 	return nl_http2_feed(c, dir, buf, n, t0_ns);
 }
 
-void nl_http_feed_stopped(const struct nl_http_feed *f)
+void nl_follow_feed_stopped(const struct nl_follow_feed *f)
 {
 	struct nl_httpconn *c = f->c;
 	enum nl_h1_dir dir = f->busy == &c->busy[NL_H1_RESPONSE] ? NL_H1_RESPONSE : NL_H1_REQUEST;
-	nl_http_unclaim_quick(f, nl_http2_switch(c, dir, f->buf, f->n, f->now_ns));
+	nl_follow_unclaim_quick(f, nl_http2_switch(c, dir, f->buf, f->n, f->now_ns));
 }
 
 void nl_http2_close(struct nl_httpconn *c)

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* Following HTTP/2 connections: the glue between the HTTP/1.x glue
- * (http.c, which hands a connection over when its first bytes are HTTP/2's),
+ * (follow.c, which hands a connection over when its first bytes are HTTP/2's),
  * the HTTP/2 parser (h2.h) and the HTTP and RPC metrics.
  *
  * A connection is HTTP/2 from the moment a direction's first bytes are the

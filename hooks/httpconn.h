@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* The HTTP glue's per-connection state and its feeding's usual case, for
- * the glue (http.c) and the I/O hooks (io.c), which feed a followed
+ * the glue (follow.c) and the I/O hooks (io.c), which feed a followed
  * socket's bytes with no call between the hook and the parser. Private
- * to hooks/: everything else sees a conn through http.h.
+ * to hooks/: everything else sees a conn through follow.h.
  */
 #ifndef NL_HTTPCONN_H
 #define NL_HTTPCONN_H
@@ -16,7 +16,7 @@
 #include "clock.h"
 #include "fdtable.h"
 #include "h1.h"
-#include "http.h"
+#include "follow.h"
 
 /* What the glue keeps per request in flight, by the parser's ring slot.
  * Times are CLOCK_MONOTONIC microseconds modulo 2^32: their differences are
@@ -75,7 +75,7 @@ struct nl_httpconn {
 
 _Static_assert(sizeof(struct nl_httpconn) <= NL_HTTPCONN_SIZE, "an HTTP connection's state must stay within 256 bytes");
 
-/* The conns by fd, a chunk of NL_FD_CHUNK mapped at a time (http.c): each
+/* The conns by fd, a chunk of NL_FD_CHUNK mapped at a time (follow.c): each
  * slot holds a struct nl_httpconn[NL_FD_CHUNK] once mapped (chunk.h). */
 extern _Atomic(void *) nl_httpconn_chunks[NL_FD_CHUNKS];
 
@@ -88,19 +88,19 @@ static inline __attribute__((always_inline)) struct nl_httpconn *nl_httpconn_loo
 	return c ? &c[(unsigned)fd & (NL_FD_CHUNK - 1)] : NULL;
 }
 
-/* One call's feeding, the parser's context for nl_http_on_event. */
-struct nl_http_feed {
+/* One call's feeding, the parser's context for nl_follow_on_event. */
+struct nl_follow_feed {
 	struct nl_httpconn *c;
 	uint64_t now_ns;        /* read once per call, when an event needs it */
-	struct nl_fd *e;        /* nl_http_feed_bytes: the fd's entry, */
+	struct nl_fd *e;        /* nl_follow_feed_bytes: the fd's entry, */
 	_Atomic uint8_t *busy;  /* the busy flag of the direction it claimed, */
-	const void *buf;        /* and the bytes, for nl_http_feed_stopped */
+	const void *buf;        /* and the bytes, for nl_follow_feed_stopped */
 	size_t n;
 };
 
 /* The time of a feed's call, in the glue's microseconds: read once, when
  * something first needs it. */
-static inline uint32_t nl_http_feed_now_us(struct nl_http_feed *f)
+static inline uint32_t nl_follow_feed_now_us(struct nl_follow_feed *f)
 {
 	if (!f->now_ns)
 		f->now_ns = nl_monotonic_ns();
@@ -108,24 +108,24 @@ static inline uint32_t nl_http_feed_now_us(struct nl_http_feed *f)
 }
 
 /* The parser's sink: the events of one feed (f). */
-void nl_http_on_event(void *ctx, const struct nl_h1_event *ev);
+void nl_follow_on_event(void *ctx, const struct nl_h1_event *ev);
 /* For the HTTP/2 glue (http2.c): a client request's Host (:authority), and
  * the server name id of a server request's. */
-void nl_http_request_host(struct nl_httpconn *c, const char *host, size_t n);
-int nl_http_conn_name(struct nl_httpconn *c, const char *host, size_t n);
+void nl_follow_request_host(struct nl_httpconn *c, const char *host, size_t n);
+int nl_follow_conn_name(struct nl_httpconn *c, const char *host, size_t n);
 /* The HTTP/1.x parser stopped on these bytes of direction dir (claimed):
  * when they start HTTP/2, the connection goes on as HTTP/2 (http2.c) and
  * they are fed to it. Whether it is still followed. */
 bool nl_http2_switch(struct nl_httpconn *c, enum nl_h1_dir dir, const void *buf, size_t n, uint64_t t0_ns)
 	__attribute__((noinline));
-/* nl_http_feed_bytes's parser stopped: the switch to HTTP/2 tried, the
+/* nl_follow_feed_bytes's parser stopped: the switch to HTTP/2 tried, the
  * direction freed, the fd no longer followed unless HTTP/2 goes on. From
  * the feed, so that nothing of the call need live in registers across the
  * parser's. */
-void nl_http_feed_stopped(const struct nl_http_feed *f) __attribute__((noinline));
-/* nl_http_feed_bytes past its usual case: a connection's first bytes, another
+void nl_follow_feed_stopped(const struct nl_follow_feed *f) __attribute__((noinline));
+/* nl_follow_feed_bytes past its usual case: a connection's first bytes, another
  * thread feeding the same direction. */
-void nl_http_bytes_slow(struct nl_fd *e, int fd, int out, const void *buf, size_t n, uint64_t t0_ns)
+void nl_follow_bytes_slow(struct nl_fd *e, int fd, int out, const void *buf, size_t n, uint64_t t0_ns)
 	__attribute__((noinline));
 
 /* The usual case of a call on a followed fd, inline in the I/O hooks: its
@@ -133,7 +133,7 @@ void nl_http_bytes_slow(struct nl_fd *e, int fd, int out, const void *buf, size_
  * anything else (a connection's first bytes, another thread feeding the same
  * direction, the fd no longer followed), which the caller's out-of-line path
  * sorts out. */
-static inline __attribute__((always_inline)) struct nl_httpconn *nl_http_claim_quick(struct nl_fd *e, int fd, int out,
+static inline __attribute__((always_inline)) struct nl_httpconn *nl_follow_claim_quick(struct nl_fd *e, int fd, int out,
 										     enum nl_h1_dir *dir)
 {
 	uint8_t w = atomic_load_explicit(&e->watch, memory_order_acquire);
@@ -149,51 +149,51 @@ static inline __attribute__((always_inline)) struct nl_httpconn *nl_http_claim_q
 	return c;
 }
 
-/* The end of a call that nl_http_claim_quick claimed: the direction freed,
+/* The end of a call that nl_follow_claim_quick claimed: the direction freed,
  * the fd no longer followed once its parsing stopped. */
-static inline __attribute__((always_inline)) void nl_http_unclaim_quick(const struct nl_http_feed *f, bool active)
+static inline __attribute__((always_inline)) void nl_follow_unclaim_quick(const struct nl_follow_feed *f, bool active)
 {
 	atomic_store_explicit(f->busy, 0, memory_order_release);
 	if (!active)
 		nl_fd_http_stop(f->e);
 }
 
-/* One buffer's bytes (nl_http_iov in http.h says what), inline in the I/O
+/* One buffer's bytes (nl_follow_iov in follow.h says what), inline in the I/O
  * hooks: the usual case in as few steps as it takes. What the parser's
  * return needs (the entry, the direction's busy flag) waits in the feed on
  * the stack rather than in saved registers. */
-static inline __attribute__((always_inline)) void nl_http_feed_bytes(struct nl_fd *e, int fd, int out, const void *buf,
+static inline __attribute__((always_inline)) void nl_follow_feed_bytes(struct nl_fd *e, int fd, int out, const void *buf,
 								    size_t n, uint64_t t0_ns)
 {
 	NL_HOOK_SCOPE;
 	enum nl_h1_dir dir;
-	struct nl_httpconn *c = nl_http_claim_quick(e, fd, out, &dir);
+	struct nl_httpconn *c = nl_follow_claim_quick(e, fd, out, &dir);
 	if (__builtin_expect(!c, 0)) {
-		nl_http_bytes_slow(e, fd, out, buf, n, t0_ns);
+		nl_follow_bytes_slow(e, fd, out, buf, n, t0_ns);
 		return;
 	}
-	struct nl_http_feed f = { .c = c, .now_ns = t0_ns, .e = e, .busy = &c->busy[dir], .buf = buf, .n = n };
-	if (__builtin_expect(!nl_h1_feed(&c->h1, dir, buf, n, nl_http_on_event, &f), 0)) {
-		nl_http_feed_stopped(&f);
+	struct nl_follow_feed f = { .c = c, .now_ns = t0_ns, .e = e, .busy = &c->busy[dir], .buf = buf, .n = n };
+	if (__builtin_expect(!nl_h1_feed(&c->h1, dir, buf, n, nl_follow_on_event, &f), 0)) {
+		nl_follow_feed_stopped(&f);
 		return;
 	}
 	atomic_store_explicit(f.busy, 0, memory_order_release);
 }
 
-/* The same for bytes moved unseen (nl_http_opaque in http.h): nginx sends
+/* The same for bytes moved unseen (nl_follow_opaque in follow.h): nginx sends
  * every file body so. */
-static inline __attribute__((always_inline)) void nl_http_feed_opaque(struct nl_fd *e, int fd, int out, size_t n)
+static inline __attribute__((always_inline)) void nl_follow_feed_opaque(struct nl_fd *e, int fd, int out, size_t n)
 {
 	NL_HOOK_SCOPE;
 	enum nl_h1_dir dir;
-	struct nl_httpconn *c = nl_http_claim_quick(e, fd, out, &dir);
+	struct nl_httpconn *c = nl_follow_claim_quick(e, fd, out, &dir);
 	if (__builtin_expect(!c, 0)) {
-		nl_http_opaque(e, fd, out, n);
+		nl_follow_opaque(e, fd, out, n);
 		return;
 	}
-	struct nl_http_feed f = { .c = c, .e = e, .busy = &c->busy[dir] };
-	bool active = nl_h1_feed_opaque(&c->h1, dir, n, nl_http_on_event, &f);
-	nl_http_unclaim_quick(&f, active);
+	struct nl_follow_feed f = { .c = c, .e = e, .busy = &c->busy[dir] };
+	bool active = nl_h1_feed_opaque(&c->h1, dir, n, nl_follow_on_event, &f);
+	nl_follow_unclaim_quick(&f, active);
 }
 
 #endif

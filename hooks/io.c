@@ -2,7 +2,7 @@
 #undef _FORTIFY_SOURCE
 /* The I/O family. Each call is the original, plus, on a watched fd (see
  * fdtable.h): its outcome settles a pending connection acquisition
- * (acquire.h), and the bytes it moved are fed to the HTTP layer (http.h).
+ * (acquire.h), and the bytes it moved are fed to the HTTP layer (follow.h).
  * While nothing is watched anywhere (nl_fd_any_watched), a hook is one load
  * and a tail call into libc; everything else is in its *_watched twin, out
  * of line, so the common path sets up no stack frame. */
@@ -15,7 +15,7 @@
 
 #include "acquire.h"
 #include "export_sym.h"
-#include "http.h"
+#include "follow.h"
 #include "httpconn.h"
 #include "real.h"
 
@@ -34,16 +34,16 @@ static inline __attribute__((always_inline)) void after_in(struct nl_fd *e, int 
 	if (!followed(e) || (flags & MSG_PEEK))
 		return;
 	if (r > 0)
-		nl_http_feed_bytes(e, fd, 0, buf, (size_t)r, 0);
+		nl_follow_feed_bytes(e, fd, 0, buf, (size_t)r, 0);
 	else if (r == 0)
-		nl_http_eof(e, fd);
+		nl_follow_eof(e, fd);
 }
 
 static inline __attribute__((always_inline)) void after_out(struct nl_fd *e, int fd, const void *buf, ssize_t r, uint64_t t0)
 {
 	settle(e, fd, r);
 	if (r > 0 && followed(e))
-		nl_http_feed_bytes(e, fd, 1, buf, (size_t)r, t0);
+		nl_follow_feed_bytes(e, fd, 1, buf, (size_t)r, t0);
 }
 
 static void after_iov(struct nl_fd *e, int fd, int out, const struct iovec *iov, size_t n, ssize_t r, int flags,
@@ -54,11 +54,11 @@ static void after_iov(struct nl_fd *e, int fd, int out, const struct iovec *iov,
 		return;
 	/* One buffer (nginx writes a response's head so) goes the way of write's. */
 	if (r > 0 && n == 1 && (size_t)r <= iov[0].iov_len)
-		nl_http_feed_bytes(e, fd, out, iov[0].iov_base, (size_t)r, t0);
+		nl_follow_feed_bytes(e, fd, out, iov[0].iov_base, (size_t)r, t0);
 	else if (r > 0)
-		nl_http_iov(e, fd, out, iov, n, (size_t)r, t0);
+		nl_follow_iov(e, fd, out, iov, n, (size_t)r, t0);
 	else if (r == 0 && !out)
-		nl_http_eof(e, fd);
+		nl_follow_eof(e, fd);
 }
 
 static void after_mmsg(struct nl_fd *e, int fd, int out, const struct mmsghdr *vec, int r, int flags, uint64_t t0)
@@ -68,7 +68,7 @@ static void after_mmsg(struct nl_fd *e, int fd, int out, const struct mmsghdr *v
 		return;
 	for (int i = 0; i < r; i++)
 		if (vec[i].msg_len)
-			nl_http_iov(e, fd, out, vec[i].msg_hdr.msg_iov, vec[i].msg_hdr.msg_iovlen, vec[i].msg_len, t0);
+			nl_follow_iov(e, fd, out, vec[i].msg_hdr.msg_iov, vec[i].msg_hdr.msg_iovlen, vec[i].msg_len, t0);
 }
 
 static __attribute__((noinline)) ssize_t read_watched(struct nl_fd *e, int fd, void *buf, size_t n)
@@ -88,7 +88,7 @@ NL_EXPORT ssize_t read(int fd, void *buf, size_t n)
 
 static __attribute__((noinline)) ssize_t write_watched(struct nl_fd *e, int fd, const void *buf, size_t n)
 {
-	uint64_t t0 = nl_http_write_start(e);
+	uint64_t t0 = nl_follow_write_start(e);
 	ssize_t r = NL_REAL(write)(fd, buf, n);
 	after_out(e, fd, buf, r, t0);
 	return r;
@@ -119,7 +119,7 @@ NL_EXPORT ssize_t readv(int fd, const struct iovec *iov, int iovcnt)
 
 static __attribute__((noinline)) ssize_t writev_watched(struct nl_fd *e, int fd, const struct iovec *iov, int iovcnt)
 {
-	uint64_t t0 = nl_http_write_start(e);
+	uint64_t t0 = nl_follow_write_start(e);
 	ssize_t r = NL_REAL(writev)(fd, iov, iovcnt);
 	after_iov(e, fd, 1, iov, iovcnt > 0 ? (size_t)iovcnt : 0, r, 0, t0);
 	return r;
@@ -135,7 +135,7 @@ NL_EXPORT ssize_t writev(int fd, const struct iovec *iov, int iovcnt)
 
 static __attribute__((noinline)) ssize_t send_watched(struct nl_fd *e, int fd, const void *buf, size_t n, int flags)
 {
-	uint64_t t0 = nl_http_write_start(e);
+	uint64_t t0 = nl_follow_write_start(e);
 	ssize_t r = NL_REAL(send)(fd, buf, n, flags);
 	after_out(e, fd, buf, r, t0);
 	return r;
@@ -151,7 +151,7 @@ NL_EXPORT ssize_t send(int fd, const void *buf, size_t n, int flags)
 
 static __attribute__((noinline)) ssize_t sendto_watched(struct nl_fd *e, int fd, const void *buf, size_t n, int flags, const struct sockaddr *to, socklen_t tolen)
 {
-	uint64_t t0 = nl_http_write_start(e);
+	uint64_t t0 = nl_follow_write_start(e);
 	ssize_t r = NL_REAL(sendto)(fd, buf, n, flags, to, tolen);
 	after_out(e, fd, buf, r, t0);
 	return r;
@@ -167,7 +167,7 @@ NL_EXPORT ssize_t sendto(int fd, const void *buf, size_t n, int flags, const str
 
 static __attribute__((noinline)) ssize_t sendmsg_watched(struct nl_fd *e, int fd, const struct msghdr *msg, int flags)
 {
-	uint64_t t0 = nl_http_write_start(e);
+	uint64_t t0 = nl_follow_write_start(e);
 	ssize_t r = NL_REAL(sendmsg)(fd, msg, flags);
 	after_iov(e, fd, 1, msg->msg_iov, msg->msg_iovlen, r, 0, t0);
 	return r;
@@ -183,7 +183,7 @@ NL_EXPORT ssize_t sendmsg(int fd, const struct msghdr *msg, int flags)
 
 static __attribute__((noinline)) int sendmmsg_watched(struct nl_fd *e, int fd, struct mmsghdr *vec, unsigned int vlen, int flags)
 {
-	uint64_t t0 = nl_http_write_start(e);
+	uint64_t t0 = nl_follow_write_start(e);
 	int r = NL_REAL(sendmmsg)(fd, vec, vlen, flags);
 	after_mmsg(e, fd, 1, vec, r, 0, t0);
 	return r;
@@ -316,7 +316,7 @@ static void after_opaque(int fd, int out, ssize_t r)
 	if (e) {
 		settle(e, fd, r);
 		if (r > 0 && followed(e))
-			nl_http_feed_opaque(e, fd, out, (size_t)r);
+			nl_follow_feed_opaque(e, fd, out, (size_t)r);
 	}
 }
 

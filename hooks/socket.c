@@ -29,7 +29,7 @@
 #include "clock.h"
 #include "dest.h"
 #include "export_sym.h"
-#include "http.h"
+#include "follow.h"
 #include "httpmetrics.h"
 #include "real.h"
 #include "socket.h"
@@ -44,7 +44,7 @@ static int counting(void)
 static inline void release_http(struct nl_fd *e, int fd)
 {
 	if (e && nl_fd_http_was_fed(e))
-		nl_http_release(fd);
+		nl_follow_release(fd);
 }
 
 /* A new socket fd: tracked if it can carry a counted connection. */
@@ -143,7 +143,7 @@ static inline __attribute__((always_inline)) void release_entry(struct nl_fd *e,
 {
 	/* A candidate that never carried bytes is simply forgotten with the fd. */
 	if (nl_fd_http_was_fed(e))
-		nl_http_release(fd);
+		nl_follow_release(fd);
 	if (atomic_load_explicit(&e->state, memory_order_relaxed) == NL_FD_CONNECTING)
 		nl_acq_release(fd);
 	else

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* The OpenSSL hooks (ssl.h): each is the original, plus, on a connection
- * that carries HTTP/1.x, its plaintext fed to the HTTP glue (http.h).
+ * that carries HTTP/1.x, its plaintext fed to the HTTP glue (follow.h).
  *
  * The table. SLOTS keys, each an SSL pointer with the entry's state in its
  * two low bits (libssl allocates SSL objects with malloc: 16-byte aligned),
@@ -18,7 +18,7 @@
  *                socket, matched by the destination rules as connect() is;
  *                else the SNI name (SSL_get_servername()) matched against
  *                the rules' host names, which the Host header of each
- *                request may then refine with its port (http.c)
+ *                request may then refine with its port (follow.c)
  * and publishes (ssl | FOLLOW), or (ssl | IGNORE) when that side is not
  * parsed. A connection found not to carry HTTP/1.x (its first bytes, any
  * parse error, an upgrade) becomes IGNORE: its calls then cost the table
@@ -27,7 +27,7 @@
  * The fd path. The socket under a TLS connection sees only TLS records,
  * which the parser rejects on their first byte (0x16), so it stops
  * following the socket by itself; the first SSL call of a connection also
- * stops it explicitly (nl_http_fd_handoff), so the two paths never count
+ * stops it explicitly (nl_follow_fd_handoff), so the two paths never count
  * the same exchange.
  *
  * The shim's own TLS (libcurl on the exporter thread, and during the exit
@@ -47,7 +47,7 @@
 #include "export_sym.h"
 #include "fdtable.h"
 #include "forkpath.h"
-#include "http.h"
+#include "follow.h"
 #include "httpmetrics.h"
 #include "real_ssl.h"
 #include "state.h"
@@ -145,7 +145,7 @@ static bool setup(SSL *s, struct nl_httpconn *c)
 	if (server < 0 || !(server ? nl_http_server_on : nl_http_client_on))
 		return false;
 	int fd = NL_REAL_SSL(SSL_get_fd)(s);
-	int dest = fd >= 0 ? nl_http_fd_handoff(fd) : -1;   /* the plaintext is here now */
+	int dest = fd >= 0 ? nl_follow_fd_handoff(fd) : -1;   /* the plaintext is here now */
 	unsigned flags = NL_HTTPCONN_TLS;
 	if (server) {
 		dest = -1;

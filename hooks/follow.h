@@ -14,8 +14,8 @@
  * call that carried a request's first byte to the one that carried its
  * response's last (server: read to write; client: write to read).
  */
-#ifndef NL_HTTP_H
-#define NL_HTTP_H
+#ifndef NL_FOLLOW_H
+#define NL_FOLLOW_H
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -29,10 +29,10 @@
 /* Starts following the socket of entry e (just connected: a socket just
  * accepted is followed by nl_fd_track_followed); dest is the destination
  * index of a client socket. Only the fd's entry: the connection's state is
- * set up with its first bytes (first_feed in http.c), since most
+ * set up with its first bytes (first_feed in follow.c), since most
  * candidates (any connected socket, any accepted one) never carry HTTP, or
  * none before they close. */
-static inline void nl_http_watch(struct nl_fd *e, enum nl_fd_http side, int dest)
+static inline void nl_follow_watch(struct nl_fd *e, enum nl_fd_http side, int dest)
 {
 	__atomic_store_n(&e->dest, (int16_t)dest, __ATOMIC_RELAXED);   /* see nl_fd_track_followed */
 	nl_fd_http_start(e, side);
@@ -42,23 +42,23 @@ static inline void nl_http_watch(struct nl_fd *e, enum nl_fd_http side, int dest
  * is the time before a write (a client's request starts when its first
  * byte is handed over, not when the call returns), 0 for reads. Not cold:
  * on a followed fd every call comes here, and the unfollowed paths never
- * reach the calls. One buffer's bytes go through nl_http_feed_bytes
+ * reach the calls. One buffer's bytes go through nl_follow_feed_bytes
  * (httpconn.h), inline in the hooks; a vector's through this. */
-void nl_http_iov(struct nl_fd *e, int fd, int out, const struct iovec *iov, size_t iovcnt, size_t n,
+void nl_follow_iov(struct nl_fd *e, int fd, int out, const struct iovec *iov, size_t iovcnt, size_t n,
 		 uint64_t t0_ns);
 /* The time before a write on e, when it can start a client's request.
  * Inline: every write on a followed socket asks. */
-static inline uint64_t nl_http_write_start(struct nl_fd *e)
+static inline uint64_t nl_follow_write_start(struct nl_fd *e)
 {
 	return nl_fd_http_side(e) == NL_HTTP_CLIENT ? nl_monotonic_ns() : 0;
 }
 /* Bytes the program moved without the shim seeing them (sendfile, splice):
  * they can only be a body. */
-void nl_http_opaque(struct nl_fd *e, int fd, int out, size_t n) __attribute__((cold));
+void nl_follow_opaque(struct nl_fd *e, int fd, int out, size_t n) __attribute__((cold));
 /* A read returned 0: the peer ended its stream, which ends the exchanges. */
-void nl_http_eof(struct nl_fd *e, int fd) __attribute__((cold));
+void nl_follow_eof(struct nl_fd *e, int fd) __attribute__((cold));
 /* The fd is going away: settle its exchanges, stop following it. */
-void nl_http_release(int fd) __attribute__((cold));
+void nl_follow_release(int fd) __attribute__((cold));
 
 /* ---- connections found by something else than their fd (TLS: ssl.h) ----------
  * The same parsing and metrics on a conn the caller keeps (NL_HTTPCONN_SIZE
@@ -72,7 +72,7 @@ enum {
 };
 /* Sets c up for a new connection (side NL_HTTP_SERVER or _CLIENT). */
 void nl_httpconn_init(struct nl_httpconn *c, enum nl_fd_http side, int dest, unsigned flags);
-/* n > 0 bytes moved (out: written); t0_ns as for nl_http_iov. False once
+/* n > 0 bytes moved (out: written); t0_ns as for nl_follow_iov. False once
  * c is no longer parsed: the caller may stop feeding it. */
 bool nl_httpconn_bytes(struct nl_httpconn *c, int out, const void *buf, size_t n, uint64_t t0_ns);
 bool nl_httpconn_opaque(struct nl_httpconn *c, int out, size_t n);
@@ -84,6 +84,6 @@ bool nl_httpconn_end(struct nl_httpconn *c);
 /* TLS took over socket fd: the fd path stops following it. Returns the
  * destination the connect hook recorded while it still followed it as a
  * client, else -1. */
-int nl_http_fd_handoff(int fd);
+int nl_follow_fd_handoff(int fd);
 
 #endif

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-#include "http.h"
+#include "follow.h"
 #include "httpconn.h"
 
 #include <stdatomic.h>
@@ -79,22 +79,22 @@ static __attribute__((noinline)) struct nl_httpconn *first_feed(struct nl_fd *e,
 /* ---- events ------------------------------------------------------------------ */
 
 
-static __attribute__((noinline)) uint64_t read_clock(struct nl_http_feed *f) { return f->now_ns = nl_monotonic_ns(); }
+static __attribute__((noinline)) uint64_t read_clock(struct nl_follow_feed *f) { return f->now_ns = nl_monotonic_ns(); }
 
-static inline uint32_t now_us(struct nl_http_feed *f)
+static inline uint32_t now_us(struct nl_follow_feed *f)
 {
 	uint64_t ns = f->now_ns ? f->now_ns : read_clock(f);
 	return (uint32_t)(ns / 1000);
 }
 
 /* The same in the handlers that have a frame anyway: the clock read inline. */
-static inline __attribute__((always_inline)) uint32_t now_us_inline(struct nl_http_feed *f)
+static inline __attribute__((always_inline)) uint32_t now_us_inline(struct nl_follow_feed *f)
 {
 	uint64_t ns = f->now_ns ? f->now_ns : (f->now_ns = nl_monotonic_ns());
 	return (uint32_t)(ns / 1000);
 }
 
-static __attribute__((noinline)) void finish(struct nl_http_feed *f, unsigned slot, unsigned status, uint64_t response_body)
+static __attribute__((noinline)) void finish(struct nl_follow_feed *f, unsigned slot, unsigned status, uint64_t response_body)
 {
 	struct nl_httpconn *c = f->c;
 	uint8_t open = atomic_exchange_explicit(&c->open[slot], 0, memory_order_acquire);
@@ -158,7 +158,7 @@ static __attribute__((noinline)) void drop_open(struct nl_httpconn *c)
  * connection sends the same Host with every request, and finding its id
  * again (a hash, a case-insensitive compare, the destination rules by name)
  * costs several times the key. */
-__attribute__((noinline)) void nl_http_request_host(struct nl_httpconn *c, const char *host, size_t n)
+__attribute__((noinline)) void nl_follow_request_host(struct nl_httpconn *c, const char *host, size_t n)
 {
 	uint32_t key = nl_bytes_key(host, n);
 	if (key == c->host_key)
@@ -192,9 +192,9 @@ static __attribute__((noinline)) void start_call(struct nl_httpconn *c, unsigned
 
 /* The request line: its method, its route (server), the request counted as
  * active; its start is the call of its first byte (this call, when the
- * parser folded REQ_BEGIN in). Out of line, so that nl_http_on_event's cheap cases
+ * parser folded REQ_BEGIN in). Out of line, so that nl_follow_on_event's cheap cases
  * need no frame. */
-static __attribute__((noinline)) void request_line(struct nl_http_feed *f, const struct nl_h1_event *ev)
+static __attribute__((noinline)) void request_line(struct nl_follow_feed *f, const struct nl_h1_event *ev)
 {
 	struct nl_httpconn *c = f->c;
 	unsigned slot = ev->slot % NL_H1_PIPELINE;
@@ -261,7 +261,7 @@ static inline __attribute__((always_inline)) int conn_name(struct nl_httpconn *c
 	return name;
 }
 
-int nl_http_conn_name(struct nl_httpconn *c, const char *host, size_t n)
+int nl_follow_conn_name(struct nl_httpconn *c, const char *host, size_t n)
 {
 	return conn_name(c, host, n);
 }
@@ -280,9 +280,9 @@ static __attribute__((noinline)) void server_head(struct nl_httpconn *c, unsigne
 		nl_http_server_ended(method, tls, name);
 }
 
-void nl_http_on_event(void *ctx, const struct nl_h1_event *ev)
+void nl_follow_on_event(void *ctx, const struct nl_h1_event *ev)
 {
-	struct nl_http_feed *f = ctx;
+	struct nl_follow_feed *f = ctx;
 	struct nl_httpconn *c = f->c;
 	switch (ev->type) {
 	case NL_H1_REQ_BEGIN:
@@ -295,7 +295,7 @@ void nl_http_on_event(void *ctx, const struct nl_h1_event *ev)
 		if (c->side == NL_HTTP_SERVER)
 			server_head(c, ev->slot % NL_H1_PIPELINE, ev->host, ev->host_len);
 		else if (ev->host)
-			nl_http_request_host(c, ev->host, ev->host_len);
+			nl_follow_request_host(c, ev->host, ev->host_len);
 		break;
 	case NL_H1_REQ_END:     /* a request without body folds it into REQ_HEAD: its 0 is set */
 		atomic_store_explicit(&c->slots[ev->slot % NL_H1_PIPELINE].request_body,
@@ -393,9 +393,9 @@ static void unclaim(struct nl_fd *e, struct nl_httpconn *c, enum nl_h1_dir dir, 
 		stop_following(e);
 }
 
-/* nl_http_feed_bytes past its usual case: a connection's first bytes, another
+/* nl_follow_feed_bytes past its usual case: a connection's first bytes, another
  * thread feeding the same direction. */
-void nl_http_bytes_slow(struct nl_fd *e, int fd, int out, const void *buf, size_t n, uint64_t t0_ns)
+void nl_follow_bytes_slow(struct nl_fd *e, int fd, int out, const void *buf, size_t n, uint64_t t0_ns)
 {
 	enum nl_h1_dir dir;
 	struct nl_httpconn *c = claim(e, fd, out, &dir);
@@ -405,13 +405,13 @@ void nl_http_bytes_slow(struct nl_fd *e, int fd, int out, const void *buf, size_
 	if (nl_http2_followed(c)) {
 		active = nl_http2_feed(c, dir, buf, n, t0_ns);
 	} else {
-		struct nl_http_feed f = { .c = c, .now_ns = t0_ns };
-		active = nl_h1_feed(&c->h1, dir, buf, n, nl_http_on_event, &f) || nl_http2_switch(c, dir, buf, n, t0_ns);
+		struct nl_follow_feed f = { .c = c, .now_ns = t0_ns };
+		active = nl_h1_feed(&c->h1, dir, buf, n, nl_follow_on_event, &f) || nl_http2_switch(c, dir, buf, n, t0_ns);
 	}
 	unclaim(e, c, dir, active);
 }
 
-void nl_http_iov(struct nl_fd *e, int fd, int out, const struct iovec *iov, size_t iovcnt, size_t n,
+void nl_follow_iov(struct nl_fd *e, int fd, int out, const struct iovec *iov, size_t iovcnt, size_t n,
 		 uint64_t t0_ns)
 {
 	NL_HOOK_SCOPE;
@@ -419,14 +419,14 @@ void nl_http_iov(struct nl_fd *e, int fd, int out, const struct iovec *iov, size
 	struct nl_httpconn *c = claim(e, fd, out, &dir);
 	if (!c)
 		return;
-	struct nl_http_feed f = { .c = c, .now_ns = t0_ns };
+	struct nl_follow_feed f = { .c = c, .now_ns = t0_ns };
 	bool active = true, h2 = nl_http2_followed(c);
 	for (size_t i = 0; i < iovcnt && n > 0 && active; i++) {
 		size_t k = iov[i].iov_len < n ? iov[i].iov_len : n;
 		if (k && h2) {
 			active = nl_http2_feed(c, dir, iov[i].iov_base, k, t0_ns);
 		} else if (k) {
-			active = nl_h1_feed(&c->h1, dir, iov[i].iov_base, k, nl_http_on_event, &f);
+			active = nl_h1_feed(&c->h1, dir, iov[i].iov_base, k, nl_follow_on_event, &f);
 			if (!active) {
 				active = nl_http2_switch(c, dir, iov[i].iov_base, k, t0_ns);
 				h2 = nl_http2_followed(c);      /* not past a 101 alone */
@@ -437,29 +437,29 @@ void nl_http_iov(struct nl_fd *e, int fd, int out, const struct iovec *iov, size
 	unclaim(e, c, dir, active);
 }
 
-void nl_http_opaque(struct nl_fd *e, int fd, int out, size_t n)
+void nl_follow_opaque(struct nl_fd *e, int fd, int out, size_t n)
 {
 	NL_HOOK_SCOPE;
 	enum nl_h1_dir dir;
 	struct nl_httpconn *c = claim(e, fd, out, &dir);
 	if (!c)
 		return;
-	struct nl_http_feed f = { .c = c };
-	bool active = !nl_http2_followed(c) && nl_h1_feed_opaque(&c->h1, dir, n, nl_http_on_event, &f);
+	struct nl_follow_feed f = { .c = c };
+	bool active = !nl_http2_followed(c) && nl_h1_feed_opaque(&c->h1, dir, n, nl_follow_on_event, &f);
 	unclaim(e, c, dir, active);
 }
 
-void nl_http_eof(struct nl_fd *e, int fd)
+void nl_follow_eof(struct nl_fd *e, int fd)
 {
 	/* The peer ended its stream: a close-delimited response ends (client),
 	 * and requests still unanswered are abandoned (server: servers such as
 	 * uvicorn drop a request whose client went away, and some close the
 	 * socket with a raw system call the shim never sees). */
 	(void)e;
-	nl_http_release(fd);
+	nl_follow_release(fd);
 }
 
-void nl_http_release(int fd)
+void nl_follow_release(int fd)
 {
 	NL_HOOK_SCOPE;
 	NL_KEEP_ERRNO;
@@ -470,11 +470,11 @@ void nl_http_release(int fd)
 	/* A candidate that never carried a byte has nothing to settle (and its
 	 * conn may still hold the fd's previous connection). */
 	if (atomic_load_explicit(&e->watch, memory_order_acquire) & NL_WATCH_FED) {
-		struct nl_http_feed f = { .c = c };
+		struct nl_follow_feed f = { .c = c };
 		if (nl_http2_followed(c))
 			nl_http2_end(c);
 		else if (nl_h1_active(&c->h1))
-			nl_h1_close(&c->h1, nl_http_on_event, &f);
+			nl_h1_close(&c->h1, nl_follow_on_event, &f);
 		drop_open(c);
 	}
 	stop_following(e);
@@ -516,8 +516,8 @@ bool nl_httpconn_bytes(struct nl_httpconn *c, int out, const void *buf, size_t n
 	if (nl_http2_followed(c)) {
 		active = nl_http2_feed(c, dir, buf, n, t0_ns);
 	} else {
-		struct nl_http_feed f = { .c = c, .now_ns = t0_ns };
-		active = nl_h1_feed(&c->h1, dir, buf, n, nl_http_on_event, &f) || nl_http2_switch(c, dir, buf, n, t0_ns);
+		struct nl_follow_feed f = { .c = c, .now_ns = t0_ns };
+		active = nl_h1_feed(&c->h1, dir, buf, n, nl_follow_on_event, &f) || nl_http2_switch(c, dir, buf, n, t0_ns);
 	}
 	atomic_store_explicit(&c->busy[dir], 0, memory_order_release);
 	return active;
@@ -528,8 +528,8 @@ bool nl_httpconn_opaque(struct nl_httpconn *c, int out, size_t n)
 	enum nl_h1_dir dir = conn_dir(c, out);
 	if (!claim_conn(c, dir))
 		return false;
-	struct nl_http_feed f = { .c = c };
-	bool active = !nl_http2_followed(c) && nl_h1_feed_opaque(&c->h1, dir, n, nl_http_on_event, &f);
+	struct nl_follow_feed f = { .c = c };
+	bool active = !nl_http2_followed(c) && nl_h1_feed_opaque(&c->h1, dir, n, nl_follow_on_event, &f);
 	atomic_store_explicit(&c->busy[dir], 0, memory_order_release);
 	return active;
 }
@@ -545,9 +545,9 @@ bool nl_httpconn_end(struct nl_httpconn *c)
 		if (nl_http2_followed(c)) {
 			nl_http2_close(c);
 		} else if (atomic_load_explicit(&c->fed, memory_order_acquire) == 2) {
-			struct nl_http_feed f = { .c = c };
+			struct nl_follow_feed f = { .c = c };
 			if (nl_h1_active(&c->h1))
-				nl_h1_close(&c->h1, nl_http_on_event, &f);
+				nl_h1_close(&c->h1, nl_follow_on_event, &f);
 			drop_open(c);
 		}
 		done = true;
@@ -557,7 +557,7 @@ bool nl_httpconn_end(struct nl_httpconn *c)
 	return done;
 }
 
-int nl_http_fd_handoff(int fd)
+int nl_follow_fd_handoff(int fd)
 {
 	struct nl_fd *e = nl_fd_lookup(fd);
 	if (!e || !nl_fd_http_side(e))
@@ -566,6 +566,6 @@ int nl_http_fd_handoff(int fd)
 	int dest = nl_fd_http_side(e) != NL_HTTP_CLIENT ? -1
 		   : c				 ? atomic_load_explicit(&c->dest, memory_order_relaxed)
 						 : e->dest;
-	nl_http_release(fd);
+	nl_follow_release(fd);
 	return dest;
 }
