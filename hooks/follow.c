@@ -13,7 +13,7 @@
 #include "genaiconn.h"
 #include "genaimetrics.h"
 #include "h1.h"
-#include "http2.h"
+#include "follow_h2.h"
 #include "httpmetrics.h"
 #include "route.h"
 
@@ -402,11 +402,11 @@ void nl_follow_bytes_slow(struct nl_fd *e, int fd, int out, const void *buf, siz
 	if (!c)
 		return;
 	bool active;
-	if (nl_http2_followed(c)) {
-		active = nl_http2_feed(c, dir, buf, n, t0_ns);
+	if (nl_follow_h2_followed(c)) {
+		active = nl_follow_h2_feed(c, dir, buf, n, t0_ns);
 	} else {
 		struct nl_follow_feed f = { .c = c, .now_ns = t0_ns };
-		active = nl_h1_feed(&c->h1, dir, buf, n, nl_follow_on_event, &f) || nl_http2_switch(c, dir, buf, n, t0_ns);
+		active = nl_h1_feed(&c->h1, dir, buf, n, nl_follow_on_event, &f) || nl_follow_h2_switch(c, dir, buf, n, t0_ns);
 	}
 	unclaim(e, c, dir, active);
 }
@@ -420,16 +420,16 @@ void nl_follow_iov(struct nl_fd *e, int fd, int out, const struct iovec *iov, si
 	if (!c)
 		return;
 	struct nl_follow_feed f = { .c = c, .now_ns = t0_ns };
-	bool active = true, h2 = nl_http2_followed(c);
+	bool active = true, h2 = nl_follow_h2_followed(c);
 	for (size_t i = 0; i < iovcnt && n > 0 && active; i++) {
 		size_t k = iov[i].iov_len < n ? iov[i].iov_len : n;
 		if (k && h2) {
-			active = nl_http2_feed(c, dir, iov[i].iov_base, k, t0_ns);
+			active = nl_follow_h2_feed(c, dir, iov[i].iov_base, k, t0_ns);
 		} else if (k) {
 			active = nl_h1_feed(&c->h1, dir, iov[i].iov_base, k, nl_follow_on_event, &f);
 			if (!active) {
-				active = nl_http2_switch(c, dir, iov[i].iov_base, k, t0_ns);
-				h2 = nl_http2_followed(c);      /* not past a 101 alone */
+				active = nl_follow_h2_switch(c, dir, iov[i].iov_base, k, t0_ns);
+				h2 = nl_follow_h2_followed(c);      /* not past a 101 alone */
 			}
 		}
 		n -= k;
@@ -445,7 +445,7 @@ void nl_follow_opaque(struct nl_fd *e, int fd, int out, size_t n)
 	if (!c)
 		return;
 	struct nl_follow_feed f = { .c = c };
-	bool active = !nl_http2_followed(c) && nl_h1_feed_opaque(&c->h1, dir, n, nl_follow_on_event, &f);
+	bool active = !nl_follow_h2_followed(c) && nl_h1_feed_opaque(&c->h1, dir, n, nl_follow_on_event, &f);
 	unclaim(e, c, dir, active);
 }
 
@@ -471,8 +471,8 @@ void nl_follow_release(int fd)
 	 * conn may still hold the fd's previous connection). */
 	if (atomic_load_explicit(&e->watch, memory_order_acquire) & NL_WATCH_FED) {
 		struct nl_follow_feed f = { .c = c };
-		if (nl_http2_followed(c))
-			nl_http2_end(c);
+		if (nl_follow_h2_followed(c))
+			nl_follow_h2_end(c);
 		else if (nl_h1_active(&c->h1))
 			nl_h1_close(&c->h1, nl_follow_on_event, &f);
 		drop_open(c);
@@ -513,11 +513,11 @@ bool nl_httpconn_bytes(struct nl_httpconn *c, int out, const void *buf, size_t n
 	if (!claim_conn(c, dir))
 		return false;
 	bool active;
-	if (nl_http2_followed(c)) {
-		active = nl_http2_feed(c, dir, buf, n, t0_ns);
+	if (nl_follow_h2_followed(c)) {
+		active = nl_follow_h2_feed(c, dir, buf, n, t0_ns);
 	} else {
 		struct nl_follow_feed f = { .c = c, .now_ns = t0_ns };
-		active = nl_h1_feed(&c->h1, dir, buf, n, nl_follow_on_event, &f) || nl_http2_switch(c, dir, buf, n, t0_ns);
+		active = nl_h1_feed(&c->h1, dir, buf, n, nl_follow_on_event, &f) || nl_follow_h2_switch(c, dir, buf, n, t0_ns);
 	}
 	atomic_store_explicit(&c->busy[dir], 0, memory_order_release);
 	return active;
@@ -529,7 +529,7 @@ bool nl_httpconn_opaque(struct nl_httpconn *c, int out, size_t n)
 	if (!claim_conn(c, dir))
 		return false;
 	struct nl_follow_feed f = { .c = c };
-	bool active = !nl_http2_followed(c) && nl_h1_feed_opaque(&c->h1, dir, n, nl_follow_on_event, &f);
+	bool active = !nl_follow_h2_followed(c) && nl_h1_feed_opaque(&c->h1, dir, n, nl_follow_on_event, &f);
 	atomic_store_explicit(&c->busy[dir], 0, memory_order_release);
 	return active;
 }
@@ -542,8 +542,8 @@ bool nl_httpconn_end(struct nl_httpconn *c)
 	if (atomic_exchange_explicit(&c->busy[0], 1, memory_order_acquire))
 		return false;
 	if (!atomic_exchange_explicit(&c->busy[1], 1, memory_order_acquire)) {
-		if (nl_http2_followed(c)) {
-			nl_http2_close(c);
+		if (nl_follow_h2_followed(c)) {
+			nl_follow_h2_close(c);
 		} else if (atomic_load_explicit(&c->fed, memory_order_acquire) == 2) {
 			struct nl_follow_feed f = { .c = c };
 			if (nl_h1_active(&c->h1))

@@ -44,14 +44,14 @@ enum { NL_SLOT_OPEN = 1, NL_SLOT_COUNTED = 2 };
 
 struct nl_h2conn;
 /* fed: the parser was set up (2), or the connection is HTTP/2 (NL_FED_H2,
- * http2.h: h1 is then the HTTP/2 state's place). */
+ * follow_h2.h: h1 is then the HTTP/2 state's place). */
 enum { NL_FED_H2 = 3 };
 enum { NL_UPGRADE_101 = 1, NL_UPGRADE_OVER = 2 };
 
 struct nl_httpconn {
 	union {
 		struct nl_h1 h1;
-		struct nl_h2conn *h2;   /* fed NL_FED_H2: from http2.c's pool */
+		struct nl_h2conn *h2;   /* fed NL_FED_H2: from follow_h2.c's pool */
 	};
 	_Atomic uint8_t busy[2];        /* a direction being fed; a second feeder stops parsing */
 	/* By ring slot: NL_SLOT_OPEN, its request is open (reported when it ends);
@@ -63,7 +63,7 @@ struct nl_httpconn {
 	_Atomic uint8_t fed;            /* bytes were fed: the parser was set up (above) */
 	uint8_t flags;                  /* NL_HTTPCONN_TLS, NL_HTTPCONN_DEST_BY_NAME */
 	/* NL_UPGRADE_101 from the event of a 101 (or a 2xx to CONNECT) to the
-	 * end of the call that carried it, NL_UPGRADE_OVER after: http2.c. */
+	 * end of the call that carried it, NL_UPGRADE_OVER after: follow_h2.c. */
 	_Atomic uint8_t upgrade;
 	_Atomic int16_t dest;           /* client: destination index */
 	_Atomic int16_t host;           /* host id of the last Host value (client), its server name id (server) */
@@ -109,14 +109,14 @@ static inline uint32_t nl_follow_feed_now_us(struct nl_follow_feed *f)
 
 /* The parser's sink: the events of one feed (f). */
 void nl_follow_on_event(void *ctx, const struct nl_h1_event *ev);
-/* For the HTTP/2 glue (http2.c): a client request's Host (:authority), and
+/* For the HTTP/2 glue (follow_h2.c): a client request's Host (:authority), and
  * the server name id of a server request's. */
 void nl_follow_request_host(struct nl_httpconn *c, const char *host, size_t n);
 int nl_follow_conn_name(struct nl_httpconn *c, const char *host, size_t n);
 /* The HTTP/1.x parser stopped on these bytes of direction dir (claimed):
- * when they start HTTP/2, the connection goes on as HTTP/2 (http2.c) and
+ * when they start HTTP/2, the connection goes on as HTTP/2 (follow_h2.c) and
  * they are fed to it. Whether it is still followed. */
-bool nl_http2_switch(struct nl_httpconn *c, enum nl_h1_dir dir, const void *buf, size_t n, uint64_t t0_ns)
+bool nl_follow_h2_switch(struct nl_httpconn *c, enum nl_h1_dir dir, const void *buf, size_t n, uint64_t t0_ns)
 	__attribute__((noinline));
 /* nl_follow_feed_bytes's parser stopped: the switch to HTTP/2 tried, the
  * direction freed, the fd no longer followed unless HTTP/2 goes on. From

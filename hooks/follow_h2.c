@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-#include "http2.h"
+#include "follow_h2.h"
 
 #include <stdatomic.h>
 #include <string.h>
@@ -28,7 +28,7 @@ struct nl_h2conn {
 	struct nl_h2 h2;                /* last: its tables' rings are touched only as they fill */
 };
 
-const size_t nl_http2_conn_size = sizeof(struct nl_h2conn);
+const size_t nl_follow_h2_conn_size = sizeof(struct nl_h2conn);
 
 /* ---- the pool -------------------------------------------------------------- */
 
@@ -210,7 +210,7 @@ static void on_event(void *ctx, const struct nl_h2_event *ev)
 
 /* ---- feeding ------------------------------------------------------------------- */
 
-bool nl_http2_feed(struct nl_httpconn *c, enum nl_h1_dir dir, const void *buf, size_t n, uint64_t t0_ns)
+bool nl_follow_h2_feed(struct nl_httpconn *c, enum nl_h1_dir dir, const void *buf, size_t n, uint64_t t0_ns)
 {
 	struct feed f = { .c = c, .p = c->h2, .now_ns = t0_ns };
 	return nl_h2_feed(&f.p->h2, (enum nl_h2_dir)dir, buf, n, on_event, &f);
@@ -225,7 +225,7 @@ static bool upgrade_call(struct nl_httpconn *c)
 	return atomic_exchange_explicit(&c->upgrade, NL_UPGRADE_OVER, memory_order_relaxed) == NL_UPGRADE_101;
 }
 
-bool nl_http2_switch(struct nl_httpconn *c, enum nl_h1_dir dir, const void *buf, size_t n, uint64_t t0_ns)
+bool nl_follow_h2_switch(struct nl_httpconn *c, enum nl_h1_dir dir, const void *buf, size_t n, uint64_t t0_ns)
 {
 	/* The preface or a SETTINGS head whole in this call's first bytes:
 	 * the direction's first bytes (or the first after a 101). */
@@ -249,17 +249,17 @@ bool nl_http2_switch(struct nl_httpconn *c, enum nl_h1_dir dir, const void *buf,
 	c->h2 = p;
 	atomic_store_explicit(&c->fed, NL_FED_H2, memory_order_release);
 	atomic_store_explicit(&c->busy[other], 0, memory_order_release);
-	return nl_http2_feed(c, dir, buf, n, t0_ns);
+	return nl_follow_h2_feed(c, dir, buf, n, t0_ns);
 }
 
 void nl_follow_feed_stopped(const struct nl_follow_feed *f)
 {
 	struct nl_httpconn *c = f->c;
 	enum nl_h1_dir dir = f->busy == &c->busy[NL_H1_RESPONSE] ? NL_H1_RESPONSE : NL_H1_REQUEST;
-	nl_follow_unclaim_quick(f, nl_http2_switch(c, dir, f->buf, f->n, f->now_ns));
+	nl_follow_unclaim_quick(f, nl_follow_h2_switch(c, dir, f->buf, f->n, f->now_ns));
 }
 
-void nl_http2_close(struct nl_httpconn *c)
+void nl_follow_h2_close(struct nl_httpconn *c)
 {
 	struct feed f = { .c = c, .p = c->h2 };
 	nl_h2_close(&f.p->h2, on_event, &f);
@@ -268,7 +268,7 @@ void nl_http2_close(struct nl_httpconn *c)
 	pool_put(f.p);
 }
 
-void nl_http2_end(struct nl_httpconn *c)
+void nl_follow_h2_end(struct nl_httpconn *c)
 {
 	if (atomic_exchange_explicit(&c->busy[0], 1, memory_order_acquire))
 		goto busy;
@@ -276,7 +276,7 @@ void nl_http2_end(struct nl_httpconn *c)
 		atomic_store_explicit(&c->busy[0], 0, memory_order_release);
 		goto busy;
 	}
-	nl_http2_close(c);
+	nl_follow_h2_close(c);
 	atomic_store_explicit(&c->busy[1], 0, memory_order_release);
 	atomic_store_explicit(&c->busy[0], 0, memory_order_release);
 	return;

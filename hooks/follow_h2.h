@@ -13,8 +13,8 @@
  *
  * Private to hooks/.
  */
-#ifndef NL_HTTP2_H
-#define NL_HTTP2_H
+#ifndef NL_FOLLOW_H2_H
+#define NL_FOLLOW_H2_H
 
 #include <stdatomic.h>
 #include <stdbool.h>
@@ -26,21 +26,21 @@
 #define NL_H2_CONNS 1024        /* HTTP/2 connections followed at once; more are given up */
 
 /* Whether c is followed as HTTP/2. */
-static inline bool nl_http2_followed(struct nl_httpconn *c)
+static inline bool nl_follow_h2_followed(struct nl_httpconn *c)
 {
 	return atomic_load_explicit(&c->fed, memory_order_acquire) == NL_FED_H2;
 }
 
 /* n bytes of direction dir of an HTTP/2 conn (claimed by the caller). False
  * once it is no longer followed. */
-bool nl_http2_feed(struct nl_httpconn *c, enum nl_h1_dir dir, const void *buf, size_t n, uint64_t t0_ns);
+bool nl_follow_h2_feed(struct nl_httpconn *c, enum nl_h1_dir dir, const void *buf, size_t n, uint64_t t0_ns);
 /* The connection ended, both directions claimed by the caller: its streams
  * in flight are reported as cut short, its state goes back to the pool. */
-void nl_http2_close(struct nl_httpconn *c);
+void nl_follow_h2_close(struct nl_httpconn *c);
 /* The same, claiming the directions itself (the fd is being closed). */
-void nl_http2_end(struct nl_httpconn *c);
+void nl_follow_h2_end(struct nl_httpconn *c);
 
 /* Bytes of HTTP/2 state per followed connection. */
-extern const size_t nl_http2_conn_size;
+extern const size_t nl_follow_h2_conn_size;
 
 #endif
