@@ -393,6 +393,17 @@ static void unclaim(struct nl_fd *e, struct nl_httpconn *c, enum nl_h1_dir dir, 
 		stop_following(e);
 }
 
+/* A claimed direction's bytes: to the HTTP/2 state once the connection is
+ * HTTP/2, else to the HTTP/1.x parser, which hands over to HTTP/2 when it
+ * stops on HTTP/2's first bytes. Whether the connection is still followed. */
+static bool feed(struct nl_httpconn *c, enum nl_h1_dir dir, const void *buf, size_t n, uint64_t t0_ns)
+{
+	if (nl_follow_h2_followed(c))
+		return nl_follow_h2_feed(c, dir, buf, n, t0_ns);
+	struct nl_follow_feed f = { .c = c, .now_ns = t0_ns };
+	return nl_h1_feed(&c->h1, dir, buf, n, nl_follow_on_event, &f) || nl_follow_h2_switch(c, dir, buf, n, t0_ns);
+}
+
 /* nl_follow_feed_bytes past its usual case: a connection's first bytes, another
  * thread feeding the same direction. */
 void nl_follow_bytes_slow(struct nl_fd *e, int fd, int out, const void *buf, size_t n, uint64_t t0_ns)
@@ -401,13 +412,7 @@ void nl_follow_bytes_slow(struct nl_fd *e, int fd, int out, const void *buf, siz
 	struct nl_httpconn *c = claim(e, fd, out, &dir);
 	if (!c)
 		return;
-	bool active;
-	if (nl_follow_h2_followed(c)) {
-		active = nl_follow_h2_feed(c, dir, buf, n, t0_ns);
-	} else {
-		struct nl_follow_feed f = { .c = c, .now_ns = t0_ns };
-		active = nl_h1_feed(&c->h1, dir, buf, n, nl_follow_on_event, &f) || nl_follow_h2_switch(c, dir, buf, n, t0_ns);
-	}
+	bool active = feed(c, dir, buf, n, t0_ns);
 	unclaim(e, c, dir, active);
 }
 
@@ -512,13 +517,7 @@ bool nl_httpconn_bytes(struct nl_httpconn *c, int out, const void *buf, size_t n
 	enum nl_h1_dir dir = conn_dir(c, out);
 	if (!claim_conn(c, dir))
 		return false;
-	bool active;
-	if (nl_follow_h2_followed(c)) {
-		active = nl_follow_h2_feed(c, dir, buf, n, t0_ns);
-	} else {
-		struct nl_follow_feed f = { .c = c, .now_ns = t0_ns };
-		active = nl_h1_feed(&c->h1, dir, buf, n, nl_follow_on_event, &f) || nl_follow_h2_switch(c, dir, buf, n, t0_ns);
-	}
+	bool active = feed(c, dir, buf, n, t0_ns);
 	atomic_store_explicit(&c->busy[dir], 0, memory_order_release);
 	return active;
 }
