@@ -340,16 +340,23 @@ static void register_instruments(const struct nl_config *cfg)
 	}
 }
 
+void nl_memsampler_configure(const struct nl_config *cfg)
+{
+	long ps = sysconf(_SC_PAGESIZE);
+	if (ps > 0)
+		page_size = (uint64_t)ps;
+	interval_ns = (uint64_t)(cfg->memory_interval_ms > 0 ? cfg->memory_interval_ms : 1000) * 1000000u;
+	read_budget();
+	have_rollup = access("/proc/self/smaps_rollup", R_OK) == 0;
+}
+
 /* Out of the load path's pages: only a process with memory profiling on
  * runs it (nl_memsampler_init). */
 static void init(const struct nl_config *cfg)
 {
 	self.peak[NL_MEM_RSS] = self.peak[NL_MEM_PSS] = self.host_peak = -1;
 	self.pid = getpid();
-	long ps = sysconf(_SC_PAGESIZE);
-	if (ps > 0)
-		page_size = (uint64_t)ps;
-	interval_ns = (uint64_t)(cfg->memory_interval_ms > 0 ? cfg->memory_interval_ms : 1000) * 1000000u;
+	nl_memsampler_configure(cfg);
 	struct nl_proc_stat st;
 	if (nl_memsampler_stat_of(self.pid, &st) == 0) {
 		self.start = st.starttime;
@@ -381,8 +388,6 @@ static void init(const struct nl_config *cfg)
 		self.is_root = self.is_outermost = false;
 		return;
 	}
-	read_budget();
-	have_rollup = access("/proc/self/smaps_rollup", R_OK) == 0;
 	if (!have_rollup && self.is_root)
 		nl_warn_once("proc.smaps_rollup", "memory sampler: this kernel has no /proc/<pid>/smaps_rollup; "
 						  "gym.server.memory.* reports RSS only");
@@ -933,16 +938,4 @@ void nl_memsampler_atfork_child(void)
 	self.n_cache = self.cap_cache = self.cap_next = 0;
 	envbuf = NULL;
 	envcap = 0;
-}
-
-/* ---- a process that samples for others (memtrees.h) ------------------------ */
-
-void nl_memsampler_configure(const struct nl_config *cfg)
-{
-	long ps = sysconf(_SC_PAGESIZE);
-	if (ps > 0)
-		page_size = (uint64_t)ps;
-	interval_ns = (uint64_t)(cfg->memory_interval_ms > 0 ? cfg->memory_interval_ms : 1000) * 1000000u;
-	read_budget();
-	have_rollup = access("/proc/self/smaps_rollup", R_OK) == 0;
 }

@@ -44,9 +44,9 @@ void nl_memsampler_atfork_child(void);
  * NL_SEG_MEM_OUTERMOST of segment.h); 0 when it samples nothing. */
 unsigned nl_memsampler_roles(void);
 
-/* The interval and PSS budget, from cfg and the environment, in a process
- * that samples the trees of others (nemolens-run, memtrees.h) and has no
- * constructor of its own to decide them. */
+/* The interval, page size and PSS budget, from cfg and the environment.
+ * nl_memsampler_init decides them for its own process; nemolens-run, which
+ * samples the trees of others (memtrees.h), calls it before its first sample. */
 void nl_memsampler_configure(const struct nl_config *cfg);
 
 #endif
