@@ -151,14 +151,17 @@ static void bucket_guesses(struct nl_instrument *inst, const double *bounds, siz
 			break;
 		}
 	inst->bucket_base = (uint16_t)(base ? base - 1 : 0);
+	/* The bounds ascend and so do the binades: one pass counts for all. */
+	size_t below = 0;
 	for (unsigned k = 0; k < NL_BUCKET_WINDOW; k++) {
 		uint64_t e = inst->bucket_base + k;
-		size_t below = 0;
-		if (e < 2048) {
-			double lo = nl_bitsd(e << 52);
-			while (below < n && bounds[below] < lo)
-				below++;
+		if (e >= 2048) {
+			inst->bucket_from[k] = 0;
+			continue;
 		}
+		double lo = nl_bitsd(e << 52);
+		while (below < n && bounds[below] < lo)
+			below++;
 		inst->bucket_from[k] = (uint8_t)below;
 	}
 }
