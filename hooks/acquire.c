@@ -143,16 +143,17 @@ int nl_acq_connect(int fd, const struct sockaddr *addr, socklen_t len, enum nl_f
 	/* Kicked before anything is written: the first record makes the segment
 	 * (state.h). */
 	nl_runtime_kick();
-	if (r == 0 || (err != EINPROGRESS && err != EINTR) || !e) {
-		/* Asked again once settled (or of a socket a blocking call
-		 * connected): the answer is about the attempt already counted. */
-		if (r != 0 && (err == EISCONN || err == EALREADY))
-			return r;
-		nl_conn_attempt(what);   /* finished inside the call, either way: no wait to record */
-		if (r == 0 && follow && e)
+	if (r == 0) {
+		nl_conn_attempt(what);   /* finished inside the call: no wait to record */
+		if (follow && e)
 			nl_follow_watch(e, follow, what);
-	} else {
+	} else if ((err == EINPROGRESS || err == EINTR) && e) {
 		start_pending(e, what, t0, follow);
+	} else if (err != EISCONN && err != EALREADY) {
+		/* Failed inside the call: counted, no wait to record. Asked again
+		 * once settled (or of a socket a blocking call connected), the
+		 * answer is about the attempt already counted. */
+		nl_conn_attempt(what);
 	}
 	return r;
 }
