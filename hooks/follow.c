@@ -214,7 +214,8 @@ static __attribute__((noinline)) void request_line(struct nl_follow_feed *f, con
 		p->route = NL_ROUTE_NONE;
 		if (c->side == NL_HTTP_SERVER)
 			p->route = (int16_t)nl_http_route(ev->target, ev->target_len, ev->target_truncated);
-		if (!ev->target_truncated && nl_genai_target_op(ev->target, ev->target_len) != NL_GENAI_OP_NONE)
+		/* The target's length first: it rules out most requests. */
+		if (nl_genai_target_op(ev->target, ev->target_len) != NL_GENAI_OP_NONE && !ev->target_truncated)
 			kind |= NL_PENDING_CALL;
 	}
 	p->kind = (uint8_t)kind;
@@ -309,10 +310,11 @@ void nl_follow_on_event(void *ctx, const struct nl_h1_event *ev)
 		break;
 	case NL_H1_RESP_HEAD:
 		break;
+	case NL_H1_RESP_UPGRADED:       /* marked, then ended as any other */
+		atomic_store_explicit(&c->upgrade, NL_UPGRADE_101, memory_order_relaxed);
+		finish(f, ev->slot % NL_H1_PIPELINE, ev->status, ev->body_size);
+		break;
 	case NL_H1_RESP_END:    /* RESP_HEAD folded in or not, the same */
-		/* (the mark first: finish is then the handler's tail call) */
-		if (ev->upgraded)
-			atomic_store_explicit(&c->upgrade, NL_UPGRADE_101, memory_order_relaxed);
 		finish(f, ev->slot % NL_H1_PIPELINE, ev->status, ev->body_size);
 		break;
 	case NL_H1_ABORTED:

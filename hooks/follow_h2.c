@@ -252,11 +252,11 @@ bool nl_follow_h2_switch(struct nl_httpconn *c, enum nl_h1_dir dir, const void *
 	return nl_follow_h2_feed(c, dir, buf, n, t0_ns);
 }
 
-void nl_follow_feed_stopped(const struct nl_follow_feed *f)
+void nl_follow_feed_stopped(const struct nl_follow_feed *f, const void *buf, size_t n)
 {
 	struct nl_httpconn *c = f->c;
 	enum nl_h1_dir dir = f->busy == &c->busy[NL_H1_RESPONSE] ? NL_H1_RESPONSE : NL_H1_REQUEST;
-	nl_follow_unclaim_quick(f, nl_follow_h2_switch(c, dir, f->buf, f->n, f->now_ns));
+	nl_follow_unclaim_quick(f, nl_follow_h2_switch(c, dir, buf, n, f->now_ns));
 }
 
 void nl_follow_h2_close(struct nl_httpconn *c)

@@ -92,10 +92,8 @@ static inline __attribute__((always_inline)) struct nl_httpconn *nl_httpconn_loo
 struct nl_follow_feed {
 	struct nl_httpconn *c;
 	uint64_t now_ns;        /* read once per call, when an event needs it */
-	struct nl_fd *e;        /* nl_follow_feed_bytes: the fd's entry, */
-	_Atomic uint8_t *busy;  /* the busy flag of the direction it claimed, */
-	const void *buf;        /* and the bytes, for nl_follow_feed_stopped */
-	size_t n;
+	struct nl_fd *e;        /* nl_follow_feed_bytes: the fd's entry, and */
+	_Atomic uint8_t *busy;  /* the busy flag of the direction it claimed */
 };
 
 /* The time of a feed's call, in the glue's microseconds: read once, when
@@ -118,11 +116,11 @@ int nl_follow_conn_name(struct nl_httpconn *c, const char *host, size_t n);
  * they are fed to it. Whether it is still followed. */
 bool nl_follow_h2_switch(struct nl_httpconn *c, enum nl_h1_dir dir, const void *buf, size_t n, uint64_t t0_ns)
 	__attribute__((noinline));
-/* nl_follow_feed_bytes's parser stopped: the switch to HTTP/2 tried, the
- * direction freed, the fd no longer followed unless HTTP/2 goes on. From
- * the feed, so that nothing of the call need live in registers across the
- * parser's. */
-void nl_follow_feed_stopped(const struct nl_follow_feed *f) __attribute__((noinline));
+/* nl_follow_feed_bytes's parser stopped on the call's n bytes at buf: the
+ * switch to HTTP/2 tried, the direction freed, the fd no longer followed
+ * unless HTTP/2 goes on. (An I/O hook keeps buf and n across the parser's
+ * call anyway: the one returns what the other says.) */
+void nl_follow_feed_stopped(const struct nl_follow_feed *f, const void *buf, size_t n) __attribute__((noinline));
 /* nl_follow_feed_bytes past its usual case: a connection's first bytes, another
  * thread feeding the same direction. */
 void nl_follow_bytes_slow(struct nl_fd *e, int fd, int out, const void *buf, size_t n, uint64_t t0_ns)
@@ -172,9 +170,9 @@ static inline __attribute__((always_inline)) void nl_follow_feed_bytes(struct nl
 		nl_follow_bytes_slow(e, fd, out, buf, n, t0_ns);
 		return;
 	}
-	struct nl_follow_feed f = { .c = c, .now_ns = t0_ns, .e = e, .busy = &c->busy[dir], .buf = buf, .n = n };
+	struct nl_follow_feed f = { .c = c, .now_ns = t0_ns, .e = e, .busy = &c->busy[dir] };
 	if (__builtin_expect(!nl_h1_feed(&c->h1, dir, buf, n, nl_follow_on_event, &f), 0)) {
-		nl_follow_feed_stopped(&f);
+		nl_follow_feed_stopped(&f, buf, n);
 		return;
 	}
 	atomic_store_explicit(f.busy, 0, memory_order_release);

@@ -709,8 +709,7 @@ static bool response_head_done(const struct run *r)
 	if (upgrade || kind == K_HEAD || st == 204 || st == 304 ||
 	    ((s->flags & (F_CL | F_TE)) == F_CL && !s->remaining)) {
 		/* It ends here: RESP_HEAD folded into RESP_END. */
-		ev.type = NL_H1_RESP_END;
-		ev.upgraded = upgrade;
+		ev.type = upgrade ? NL_H1_RESP_UPGRADED : NL_H1_RESP_END;
 		ev.folded = NL_H1_FOLD_HEAD;
 		s->state = S_IDLE;
 		emit(r, &ev);

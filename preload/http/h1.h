@@ -62,6 +62,7 @@ enum nl_h1_event_type {
 	NL_H1_REQ_END,          /* request body complete: body_size */
 	NL_H1_RESP_HEAD,        /* final response's headers complete: status, version */
 	NL_H1_RESP_END,         /* final response complete: body_size */
+	NL_H1_RESP_UPGRADED,    /* RESP_END of a 101, or of a 2xx to CONNECT: the last event, parsing ends */
 	NL_H1_ABORTED,          /* nl_h1_close() with this request unanswered */
 	NL_H1_NOT_HTTP,         /* a direction's first bytes are not HTTP/1.x */
 	NL_H1_ERROR,            /* malformed input: parsing stopped */
@@ -88,10 +89,9 @@ struct nl_h1_event {
 	const char *host;       /* REQ_HEAD; NULL when there was no Host header */
 	size_t host_len;
 	unsigned version_minor; /* REQ_LINE, RESP_HEAD (and RESP_END folding it): 0 or 1 (HTTP/1.x) */
-	unsigned status;        /* RESP_HEAD, RESP_END */
+	unsigned status;        /* RESP_HEAD, RESP_END, RESP_UPGRADED */
 	uint64_t body_size;     /* REQ_END, RESP_END: body bytes, without chunk framing; BODY: these bytes */
 	const void *body;       /* BODY: the bytes, chunk framing removed; NULL for bytes moved unseen */
-	bool upgraded;          /* RESP_END after 101 or a 2xx to CONNECT: parsing ends */
 	uint8_t folded;         /* NL_H1_FOLD_*: the event this one also stands for */
 	uint8_t dir;            /* BODY: enum nl_h1_dir, the direction whose body it is */
 };

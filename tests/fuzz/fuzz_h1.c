@@ -114,14 +114,15 @@ static void one_event(struct check *c, const struct nl_h1_event *ev)
 		hash_u64(c, ev->version_minor);
 		break;
 	case NL_H1_RESP_END:
+	case NL_H1_RESP_UPGRADED:
 		close_slot(c, ev->slot);
 		need(ev->status >= 200 || ev->status == 101);
 		need(ev->body_size <= c->fed[NL_H1_RESPONSE]);
-		need(!ev->upgraded || ev->body_size == 0);
-		c->ended = ev->upgraded;
+		need(ev->type == NL_H1_RESP_END || ev->body_size == 0);
+		c->ended = ev->type == NL_H1_RESP_UPGRADED;
 		hash_u64(c, ev->status);
 		hash_u64(c, ev->body_size);
-		hash_u64(c, ev->upgraded);
+		hash_u64(c, ev->type);
 		break;
 	case NL_H1_ABORTED:
 		close_slot(c, ev->slot);
@@ -142,8 +143,8 @@ static void sink(void *ctx, const struct nl_h1_event *ev)
 	struct check *c = ctx;
 	unsigned may = ev->type == NL_H1_REQ_LINE ? NL_H1_FOLD_BEGIN
 		       : ev->type == NL_H1_REQ_HEAD ? NL_H1_FOLD_END
-		       : ev->type == NL_H1_RESP_END ? NL_H1_FOLD_HEAD
-						     : 0;
+		       : ev->type == NL_H1_RESP_END || ev->type == NL_H1_RESP_UPGRADED ? NL_H1_FOLD_HEAD
+											      : 0;
 	need(!(ev->folded & ~may));
 	struct nl_h1_event one = *ev;
 	one.folded = 0;

@@ -38,13 +38,14 @@ static void put(struct rec *r, const char *fmt, ...)
 static bool extra(const struct nl_h1_event *ev)
 {
 	bool line = ev->type == NL_H1_REQ_LINE, head = ev->type == NL_H1_REQ_HEAD;
-	bool status = ev->type == NL_H1_RESP_HEAD || ev->type == NL_H1_RESP_END;
-	bool body = ev->type == NL_H1_REQ_END || ev->type == NL_H1_RESP_END;
+	bool end = ev->type == NL_H1_RESP_END || ev->type == NL_H1_RESP_UPGRADED;
+	bool status = ev->type == NL_H1_RESP_HEAD || end;
+	bool body = ev->type == NL_H1_REQ_END || end;
 	return (!line && (ev->method || ev->method_len || ev->target || ev->target_len || ev->target_truncated ||
 			  ev->same_line)) ||
 	       (!head && (ev->host || ev->host_len)) ||
 	       (!line && ev->type != NL_H1_RESP_HEAD && ev->version_minor) || (!status && ev->status) ||
-	       (!body && ev->body_size) || (ev->type != NL_H1_RESP_END && ev->upgraded) ||
+	       (!body && ev->body_size) || (ev->type == NL_H1_RESP_UPGRADED && ev->body_size) ||
 	       ((ev->type == NL_H1_NOT_HTTP || ev->type == NL_H1_ERROR) && ev->slot);
 }
 
@@ -98,8 +99,9 @@ static void record_one(void *ctx, const struct nl_h1_event *ev)
 		put(r, "RESP %u %u %u", ev->slot, ev->status, ev->version_minor);
 		break;
 	case NL_H1_RESP_END:
+	case NL_H1_RESP_UPGRADED:
 		put(r, "RESPEND %u %u %llu%s", ev->slot, ev->status, (unsigned long long)ev->body_size,
-		    ev->upgraded ? " upgraded" : "");
+		    ev->type == NL_H1_RESP_UPGRADED ? " upgraded" : "");
 		break;
 	case NL_H1_ABORTED:
 		put(r, "ABORTED %u", ev->slot);
@@ -122,8 +124,8 @@ static void record(void *ctx, const struct nl_h1_event *ev)
 {
 	unsigned may = ev->type == NL_H1_REQ_LINE ? NL_H1_FOLD_BEGIN
 		       : ev->type == NL_H1_REQ_HEAD ? NL_H1_FOLD_END
-		       : ev->type == NL_H1_RESP_END ? NL_H1_FOLD_HEAD
-						     : 0;
+		       : ev->type == NL_H1_RESP_END || ev->type == NL_H1_RESP_UPGRADED ? NL_H1_FOLD_HEAD
+											      : 0;
 	if (ev->folded & ~may) {
 		struct rec *r = ctx;
 		put(r, "%s!folded %u", r->n++ ? "; " : "", ev->folded);
