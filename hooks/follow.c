@@ -246,10 +246,13 @@ static int server_name(const char *host, size_t n, uint32_t key)
  * connection's last Host value when the same. The response may already have
  * ended it (a server answering before the head is read): then it is not
  * counted after all. */
-static inline __attribute__((always_inline)) int conn_name(struct nl_httpconn *c, const char *host, size_t n)
+static inline __attribute__((always_inline)) int conn_name(struct nl_httpconn *c, const char *host, size_t n,
+							  bool same)
 {
 	int name = NL_HTTP_NAME_NONE;
-	if (host) {
+	if (same) {
+		name = atomic_load_explicit(&c->host, memory_order_relaxed);
+	} else if (host) {
 		uint32_t key = nl_bytes_key(host, n);
 		if (key == c->host_key) {
 			name = atomic_load_explicit(&c->host, memory_order_relaxed);
@@ -264,12 +267,13 @@ static inline __attribute__((always_inline)) int conn_name(struct nl_httpconn *c
 
 int nl_follow_conn_name(struct nl_httpconn *c, const char *host, size_t n)
 {
-	return conn_name(c, host, n);
+	return conn_name(c, host, n, false);
 }
 
-static __attribute__((noinline)) void server_head(struct nl_httpconn *c, unsigned slot, const char *host, size_t n)
+static __attribute__((noinline)) void server_head(struct nl_httpconn *c, unsigned slot, const char *host, size_t n,
+						  bool same)
 {
-	int name = conn_name(c, host, n);
+	int name = conn_name(c, host, n, same);
 	struct pending *p = &c->slots[slot];
 	bool tls = c->flags & NL_HTTPCONN_TLS;
 	p->name = (uint8_t)(name + 2);
@@ -293,9 +297,10 @@ void nl_follow_on_event(void *ctx, const struct nl_h1_event *ev)
 		request_line(f, ev);
 		break;
 	case NL_H1_REQ_HEAD:
+		/* (a Host the same as the last: what was made of it holds) */
 		if (c->side == NL_HTTP_SERVER)
-			server_head(c, ev->slot % NL_H1_PIPELINE, ev->host, ev->host_len);
-		else if (ev->host)
+			server_head(c, ev->slot % NL_H1_PIPELINE, ev->host, ev->host_len, ev->same_host);
+		else if (ev->host && !ev->same_host)
 			nl_follow_request_host(c, ev->host, ev->host_len);
 		break;
 	case NL_H1_REQ_END:     /* a request without body folds it into REQ_HEAD: its 0 is set */

@@ -110,6 +110,16 @@ enum {
 	F_CR = 1 << 6,          /* a CR ended the line: only LF may follow */
 	F_WS = 1 << 7,          /* name so far ends in a byte <= SP; chunk size: whitespace after it */
 	F_TRAILER = 1 << 8,     /* reading the trailer section */
+	F_HOST_SAME = 1 << 9,   /* the Host value is the one kept before (same_host) */
+};
+
+/* What a request compares with the one before, in the request half's
+ * compare: its line (asked, nl_h1_compare_lines: same_line), and its Host
+ * value when buf holds the last one's 32 bytes from the value on (stored by
+ * the quick path, which alone compares: same_host). */
+enum {
+	CMP_LINE = 1,
+	CMP_HOST = 2,
 	F_TAP = 1 << 14,        /* the message's body is reported (nl_h1_tap) */
 	F_HTTP = 1 << 15,       /* a start line was valid: later faults are errors, not NOT_HTTP */
 };
@@ -531,6 +541,7 @@ static const uint8_t *parse_target(const struct run *r, const uint8_t *p, const 
 	size_t n = (size_t)(q - p);
 	size_t room = (size_t)(s->aux + NL_H1_TARGET_MAX - s->len);
 	char *to = r->h->buf + s->len;
+	s->compare &= (uint8_t)~CMP_HOST;   /* the target's bytes may cover the Host's */
 	if (n > room) {
 		s->flags |= F_TRUNC;
 		n = room;
@@ -862,6 +873,7 @@ NOINLINE static bool host_byte(const struct run *r, uint8_t b)
 	if (b < 0x21 || b == 0x7f || s->aux == 2)
 		return false;
 	s->aux = 1;
+	s->compare &= (uint8_t)~CMP_HOST;
 	if (s->len < NL_H1_HOST_MAX)
 		r->h->buf[HOST_AT + s->len++] = (char)b;
 	return true;
@@ -954,6 +966,7 @@ static bool value_line(const struct run *r, const uint8_t *v, const uint8_t *ve)
 		if (n > NL_H1_HOST_MAX)
 			n = NL_H1_HOST_MAX;
 		memcpy(r->h->buf + HOST_AT, a, n);
+		s->compare &= (uint8_t)~CMP_HOST;
 		s->len = (uint8_t)n;
 		return true;
 	}
@@ -1196,10 +1209,18 @@ static QUICK bool quick_value(const struct run *r, const uint8_t *p, unsigned n,
 				m = ctl_mask(v1) << 16;
 			const uint8_t *c = a + low_bit32(m | 1u << 31);
 			if (m && c + (*c == '\r') == nl) {
-				/* Bytes of no harm past the value. */
-				_mm_storeu_si128((__m128i *)(void *)(r->h->buf + HOST_AT), v0);
-				_mm_storeu_si128((__m128i *)(void *)(r->h->buf + HOST_AT + 16), v1);
-				s->flags |= F_HOST;
+				/* Bytes of no harm past the value. The value is the
+				 * one kept before when the 32 bytes are (a field line
+				 * after it that changes, the hint is lost, no more). */
+				char *to = r->h->buf + HOST_AT;
+				__m128i eq = _mm_and_si128(
+					_mm_cmpeq_epi8(v0, _mm_loadu_si128((const __m128i *)(void *)to)),
+					_mm_cmpeq_epi8(v1, _mm_loadu_si128((const __m128i *)(void *)(to + 16))));
+				bool same = (s->compare & CMP_HOST) && _mm_movemask_epi8(eq) == 0xffff;
+				s->compare |= CMP_HOST;
+				_mm_storeu_si128((__m128i *)(void *)to, v0);
+				_mm_storeu_si128((__m128i *)(void *)(to + 16), v1);
+				s->flags |= (uint16_t)(F_HOST | (same ? F_HOST_SAME : 0));
 				s->len = (uint8_t)(c - a);
 				return true;
 			}
@@ -1215,6 +1236,7 @@ static QUICK bool quick_value(const struct run *r, const uint8_t *p, unsigned n,
 			const uint8_t *c = a + low_bit32(m);
 			if (c + (*c == '\r') == nl) {
 				memcpy(r->h->buf + HOST_AT, a, (size_t)(c - a));
+				s->compare &= (uint8_t)~CMP_HOST;
 				s->flags |= F_HOST;
 				s->len = (uint8_t)(c - a);
 				return true;
@@ -1534,7 +1556,7 @@ void nl_h1_init(struct nl_h1 *h)
 #endif
 }
 
-void nl_h1_compare_lines(struct nl_h1 *h) { h->req.lines = true; }
+void nl_h1_compare_lines(struct nl_h1 *h) { h->req.compare |= CMP_LINE; }
 
 /* The request's body is tapped from now on, and its ring entry (written
  * before REQ_LINE, published after it) carries the tap to the response. */

@@ -86,6 +86,10 @@ struct nl_h1_event {
 	 * could tell at little cost (a hint: false says nothing), so that a
 	 * sink may reuse what it made of them. */
 	bool same_line;
+	/* REQ_HEAD: the Host value is the last one the connection's requests
+	 * sent, byte for byte, as the parser could tell at little cost (a hint:
+	 * false says nothing), so that a sink may reuse what it made of it. */
+	bool same_host;
 	const char *host;       /* REQ_HEAD; NULL when there was no Host header */
 	size_t host_len;
 	unsigned version_minor; /* REQ_LINE, RESP_HEAD (and RESP_END folding it): 0 or 1 (HTTP/1.x) */
@@ -114,7 +118,7 @@ struct nl_h1_half {
 	uint8_t slot;           /* request stream: ring slot of the request being read */
 	uint8_t prev;           /* request stream: bytes of the previous request's line (method,
 				 * SP, target) kept at the start of buf (0: none) */
-	bool lines;             /* request stream: same_line is told (nl_h1_compare_lines) */
+	uint8_t compare;        /* request stream: what a request compares with the one before (h1.c) */
 	uint16_t flags;
 	uint16_t status;
 	uint16_t n_headers;

@@ -143,6 +143,7 @@ Q_TARGET static QUICK const uint8_t *Q(request_end)(const struct run *r, const u
 	if (s->flags & F_HOST) {
 		ev.host = r->h->buf + HOST_AT;
 		ev.host_len = s->len;
+		ev.same_host = s->flags & F_HOST_SAME;
 	}
 	s->body_size = 0;
 	if (s->remaining) {
@@ -217,7 +218,7 @@ Q_TARGET static QUICK const uint8_t *Q(request_quick)(const struct run *r, const
 	 * asked (nl_h1_compare_lines), buf keeps the line's first 32 bytes
 	 * (method, SP, target), for the next request to compare with. */
 	bool same = false;
-	if (s->lines) {
+	if (s->compare & CMP_LINE) {
 		char *buf = h->buf;
 		size_t len = (size_t)(q - p);
 		__m128i v1 = _mm_loadu_si128((const __m128i *)(const void *)(p + 16));   /* p + 32 <= e */

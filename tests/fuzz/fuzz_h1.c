@@ -29,6 +29,9 @@ struct check {
 	int req_slot;           /* slot of the request being read, -1: none */
 	char line[NL_H1_METHOD_MAX + 1 + NL_H1_TARGET_MAX];   /* the last REQ_LINE's method, SP, target */
 	size_t line_len;
+	char host[NL_H1_HOST_MAX];      /* the last REQ_HEAD's Host value */
+	size_t host_len;
+	bool has_host;
 	bool ended;             /* NOT_HTTP, ERROR or upgraded: nothing may follow */
 };
 
@@ -97,6 +100,16 @@ static void one_event(struct check *c, const struct nl_h1_event *ev)
 	case NL_H1_REQ_HEAD:
 		need(c->req_slot == (int)ev->slot);
 		need(ev->host_len <= NL_H1_HOST_MAX && (ev->host || !ev->host_len));
+		/* same_host is a hint, never a lie: the last Host value's bytes.
+		 * Not hashed, as same_line. */
+		if (ev->same_host)
+			need(ev->host && c->has_host && c->host_len == ev->host_len &&
+			     !memcmp(c->host, ev->host, ev->host_len));
+		if (ev->host) {
+			memcpy(c->host, ev->host, ev->host_len);
+			c->host_len = ev->host_len;
+			c->has_host = true;
+		}
 		hash_u64(c, !!ev->host);
 		if (ev->host)
 			hash(c, ev->host, ev->host_len);

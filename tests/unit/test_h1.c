@@ -43,7 +43,7 @@ static bool extra(const struct nl_h1_event *ev)
 	bool body = ev->type == NL_H1_REQ_END || end;
 	return (!line && (ev->method || ev->method_len || ev->target || ev->target_len || ev->target_truncated ||
 			  ev->same_line)) ||
-	       (!head && (ev->host || ev->host_len)) ||
+	       (!head && (ev->host || ev->host_len)) || (ev->same_host && !ev->host) ||
 	       (!line && ev->type != NL_H1_RESP_HEAD && ev->version_minor) || (!status && ev->status) ||
 	       (!body && ev->body_size) || (ev->type == NL_H1_RESP_UPGRADED && ev->body_size) ||
 	       ((ev->type == NL_H1_NOT_HTTP || ev->type == NL_H1_ERROR) && ev->slot);
@@ -1367,6 +1367,68 @@ Test(h1, same_line)
 	cr_assert_not(exchange(&h, t28, true));
 	cr_assert_not(exchange(&h, t28, false));
 	cr_assert(exchange(&h, t28, false));
+}
+
+/* ---- same_host --------------------------------------------------------------- */
+
+static int heads_seen, heads_same;
+
+static void host_sink(void *ctx, const struct nl_h1_event *ev)
+{
+	(void)ctx;
+	if (ev->type != NL_H1_REQ_HEAD)
+		return;
+	heads_seen++;
+	heads_same = heads_same << 1 | ev->same_host;
+}
+
+/* One exchange on h: the request (Host host, then the field line after, or
+ * none) in one call, or in pieces of 7 bytes, then its response; returns
+ * whether its REQ_HEAD said same_host. */
+static bool host_exchange(struct nl_h1 *h, const char *host, const char *after, bool split)
+{
+	char req[256];
+	int n = host ? snprintf(req, sizeof req, "GET /a HTTP/1.1\r\nHost: %s\r\n%s\r\n", host, after)
+		     : snprintf(req, sizeof req, "GET /a HTTP/1.1\r\n%s\r\n", after);
+	static const char resp[] = "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok";
+	int seen = heads_seen;
+	for (int at = 0; at < n; at += split ? 7 : n)
+		nl_h1_feed(h, NL_H1_REQUEST, req + at, (size_t)(n - at < 7 || !split ? n - at : 7), host_sink, NULL);
+	nl_h1_feed(h, NL_H1_RESPONSE, resp, sizeof resp - 1, host_sink, NULL);
+	cr_assert_eq(heads_seen, seen + 1, "one request head for %s", host ? host : "(none)");
+	return heads_same & 1;
+}
+
+Test(h1, same_host)
+{
+	static struct nl_h1 h;
+	nl_h1_init(&h);
+	const char *ua = "User-Agent: same-host-test/1.0\r\nAccept: */*\r\n";
+	cr_assert_not(host_exchange(&h, "a.test:8080", ua, false), "nothing kept yet");
+	cr_assert(host_exchange(&h, "a.test:8080", ua, false));
+	cr_assert(host_exchange(&h, "a.test:8080", ua, false));
+	cr_assert_not(host_exchange(&h, "b.test:8080", ua, false), "another value");
+	cr_assert_not(host_exchange(&h, "a.test:808", ua, false), "a prefix of the last");
+	cr_assert_not(host_exchange(&h, "a.test:8080", ua, false), "longer than the last");
+	cr_assert(host_exchange(&h, "a.test:8080", ua, false));
+	/* A request without Host leaves the last value kept. */
+	cr_assert_not(host_exchange(&h, NULL, ua, false));
+	cr_assert(host_exchange(&h, "a.test:8080", ua, false));
+	/* A hint: another field line after the value loses it, never lies. */
+	cr_assert_not(host_exchange(&h, "a.test:8080", "Accept: */*\r\nUser-Agent: x\r\n", false));
+	cr_assert(host_exchange(&h, "a.test:8080", "Accept: */*\r\nUser-Agent: x\r\n", false));
+	/* A request read byte-wise may cover the kept bytes: the next is not
+	 * the same, the one after is. */
+	cr_assert_not(host_exchange(&h, "a.test:8080", ua, true));
+	cr_assert_not(host_exchange(&h, "a.test:8080", ua, false));
+	cr_assert(host_exchange(&h, "a.test:8080", ua, false));
+	/* A Host at the call's end (fewer than 32 bytes after it) is not kept. */
+	cr_assert_not(host_exchange(&h, "a.test:8080", "", false));
+	cr_assert_not(host_exchange(&h, "a.test:8080", ua, false));
+	cr_assert(host_exchange(&h, "a.test:8080", ua, false));
+	/* A new connection keeps nothing. */
+	nl_h1_init(&h);
+	cr_assert_not(host_exchange(&h, "a.test:8080", ua, false));
 }
 
 
