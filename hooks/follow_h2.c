@@ -35,6 +35,9 @@ const size_t nl_follow_h2_conn_size = sizeof(struct nl_h2conn);
 #define CHUNK 16
 static _Atomic(void *) chunks[NL_H2_CONNS / CHUNK];   /* each a struct nl_h2conn[CHUNK] once mapped */
 static _Atomic uint64_t used[NL_H2_CONNS / 64];
+/* States taken before: no longer the zeros they were mapped with. An idle
+ * connection on a fresh one touches only its first page or two. */
+static _Atomic uint64_t ever[NL_H2_CONNS / 64];
 
 static struct nl_h2conn *chunk_get(unsigned k)
 {
@@ -42,7 +45,8 @@ static struct nl_h2conn *chunk_get(unsigned k)
 	return c ? c : nl_chunk_fill(&chunks[k], CHUNK * sizeof(struct nl_h2conn));
 }
 
-static struct nl_h2conn *pool_take(void)
+/* A state, and whether it is fresh (zeroed) memory. */
+static struct nl_h2conn *pool_take(bool *fresh)
 {
 	for (unsigned w = 0; w < NL_H2_CONNS / 64; w++) {
 		uint64_t v = atomic_load_explicit(&used[w], memory_order_relaxed);
@@ -55,6 +59,7 @@ static struct nl_h2conn *pool_take(void)
 					atomic_fetch_and(&used[w], ~((uint64_t)1 << b));
 					return NULL;
 				}
+				*fresh = !(atomic_fetch_or(&ever[w], (uint64_t)1 << b) & (uint64_t)1 << b);
 				return &c[i % CHUNK];
 			}
 		}
@@ -237,15 +242,20 @@ bool nl_follow_h2_switch(struct nl_httpconn *c, enum nl_h1_dir dir, const void *
 	enum nl_h1_dir other = dir == NL_H1_REQUEST ? NL_H1_RESPONSE : NL_H1_REQUEST;
 	if (atomic_exchange_explicit(&c->busy[other], 1, memory_order_acquire))
 		return false;
-	struct nl_h2conn *p = pool_take();
+	bool fresh;
+	struct nl_h2conn *p = pool_take(&fresh);
 	if (!p) {
 		atomic_store_explicit(&c->busy[other], 0, memory_order_release);
 		nl_http2_given_up(NL_H2_GIVEN_UP_POOL);
 		return false;
 	}
-	for (unsigned i = 0; i < NL_H2_STREAMS; i++)
-		atomic_store_explicit(&p->slots[i].open, 0, memory_order_relaxed);
-	nl_h2_init(&p->h2, NL_HPACK_CAP);
+	if (fresh) {
+		nl_h2_start(&p->h2);
+	} else {
+		for (unsigned i = 0; i < NL_H2_STREAMS; i++)
+			atomic_store_explicit(&p->slots[i].open, 0, memory_order_relaxed);
+		nl_h2_init(&p->h2, NL_HPACK_CAP);
+	}
 	c->h2 = p;
 	atomic_store_explicit(&c->fed, NL_FED_H2, memory_order_release);
 	atomic_store_explicit(&c->busy[other], 0, memory_order_release);

@@ -52,10 +52,15 @@ static void half_init(struct nl_h2_half *s, enum nl_h2_dir dir)
 	s->cur = -1;
 }
 
-void nl_h2_init(struct nl_h2 *h, uint32_t cap)
+void nl_h2_start(struct nl_h2 *h)
 {
 	half_init(&h->half[0], NL_H2_REQUEST);
 	half_init(&h->half[1], NL_H2_RESPONSE);
+}
+
+void nl_h2_init(struct nl_h2 *h, uint32_t cap)
+{
+	nl_h2_start(h);
 	atomic_store_explicit(&h->stopped, 0, memory_order_relaxed);
 	h->want_data = false;
 	atomic_store_explicit(&h->probe_max, 0, memory_order_relaxed);

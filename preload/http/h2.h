@@ -140,6 +140,10 @@ struct nl_h2 {
 /* A connection from its first byte (cap: bytes of dynamic table followed
  * per direction, <= NL_HPACK_CAP). Touches the state but the tables' rings. */
 void nl_h2_init(struct nl_h2 *h, uint32_t cap);
+/* The same for a state in fresh, zeroed memory, with cap NL_HPACK_CAP:
+ * only what is not zero is written (the directions' heads), so that the
+ * stream records and the tables stay untouched until used. */
+void nl_h2_start(struct nl_h2 *h);
 /* n bytes of one direction; false once the connection is no longer parsed. */
 bool nl_h2_feed(struct nl_h2 *h, enum nl_h2_dir dir, const void *buf, size_t n, nl_h2_sink sink, void *ctx);
 /* The connection ended: every stream still open is reported NL_H2_ABORTED. */

@@ -177,9 +177,9 @@ static const uint8_t huff_sym[256] = {
 void nl_hpack_table_init(struct nl_hpack_table *t, uint32_t cap)
 {
 	t->size = 0;
-	t->max = NL_HPACK_DEFAULT_SIZE;
-	t->cap = cap > NL_HPACK_CAP ? NL_HPACK_CAP : cap;
-	atomic_store_explicit(&t->limit, NL_HPACK_DEFAULT_SIZE, memory_order_relaxed);
+	t->max_d = 0;
+	t->cap_d = cap > NL_HPACK_CAP ? 0 : NL_HPACK_CAP - cap;
+	atomic_store_explicit(&t->limit_d, 0, memory_order_relaxed);
 	t->first = 0;
 	t->n = 0;
 	t->wpos = 0;
@@ -187,8 +187,10 @@ void nl_hpack_table_init(struct nl_hpack_table *t, uint32_t cap)
 
 void nl_hpack_table_limit(struct nl_hpack_table *t, uint32_t v)
 {
-	uint32_t cur = atomic_load_explicit(&t->limit, memory_order_relaxed);
-	while (v > cur && !atomic_compare_exchange_weak_explicit(&t->limit, &cur, v, memory_order_relaxed,
+	if (v <= NL_HPACK_DEFAULT_SIZE)
+		return;         /* the limit only grows, from the default */
+	uint32_t d = v - NL_HPACK_DEFAULT_SIZE, cur = atomic_load_explicit(&t->limit_d, memory_order_relaxed);
+	while (d > cur && !atomic_compare_exchange_weak_explicit(&t->limit_d, &cur, d, memory_order_relaxed,
 								 memory_order_relaxed))
 		;
 }
@@ -218,14 +220,14 @@ static void ring_read(const struct nl_hpack_table *t, unsigned off, char *out, u
 static enum nl_hpack_result insert(struct nl_hpack_table *t, uint32_t name_len, uint32_t value_len, uint8_t field,
 				   const char *value, unsigned kept)
 {
-	uint32_t size = name_len + value_len + 32;
-	if (size > t->max) {
+	uint32_t size = name_len + value_len + 32, max = nl_hpack_table_max(t);
+	if (size > max) {
 		/* RFC 7541 4.4: an entry larger than the table empties it. */
 		evict_to(t, 0);
 		return NL_HPACK_OK;
 	}
-	evict_to(t, t->max - size);
-	if (t->size + size > t->cap)
+	evict_to(t, max - size);
+	if (t->size + size > NL_HPACK_CAP - t->cap_d)
 		return NL_HPACK_OVER_CAP;
 	/* size <= cap: a uint16_t holds it, and an entry's kept bytes never
 	 * outgrow its size, so the live ones fit the ring. */
@@ -366,9 +368,10 @@ static enum nl_hpack_result int_done(struct nl_hpack_dec *d, struct nl_hpack_tab
 	case R_INDEXED:
 		return emit_indexed(d, t, v, sink, ctx);
 	case R_SIZE:
-		if (d->started || ++d->updates > 2 || v > atomic_load_explicit(&t->limit, memory_order_relaxed))
+		if (d->started || ++d->updates > 2 ||
+		    v > NL_HPACK_DEFAULT_SIZE + atomic_load_explicit(&t->limit_d, memory_order_relaxed))
 			return NL_HPACK_BAD;
-		t->max = v;
+		t->max_d = v - NL_HPACK_DEFAULT_SIZE;
 		evict_to(t, v);
 		return NL_HPACK_OK;
 	case R_INC:

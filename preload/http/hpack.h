@@ -65,11 +65,16 @@ struct nl_hpack_entry {
 	uint8_t len;            /* value bytes kept */
 };
 
+/* Every field is 0 in a new table of cap NL_HPACK_CAP: the three sizes
+ * below are kept as their distance from their first value (modulo 2^32), so
+ * that a table in fresh, zeroed memory is ready without a write, and its
+ * pages stay untouched until it holds an entry. */
 struct nl_hpack_table {
 	uint32_t size;          /* sum of the entries' sizes */
-	uint32_t max;           /* maximum size, as the last size update set it */
-	uint32_t cap;           /* most bytes followed (<= NL_HPACK_CAP) */
-	_Atomic uint32_t limit; /* most the decoder's side allows (SETTINGS_HEADER_TABLE_SIZE) */
+	uint32_t max_d;         /* maximum size, as the last size update set it: nl_hpack_table_max */
+	uint32_t cap_d;         /* NL_HPACK_CAP - most bytes followed */
+	_Atomic uint32_t limit_d; /* most the decoder's side allows (SETTINGS_HEADER_TABLE_SIZE), less
+				   * NL_HPACK_DEFAULT_SIZE */
 	uint16_t first;         /* oldest entry in e[] */
 	uint16_t n;             /* entries */
 	uint16_t wpos;          /* where the next kept value goes in ring[] */
@@ -116,8 +121,13 @@ enum nl_hpack_result { NL_HPACK_OK, NL_HPACK_BAD, NL_HPACK_OVER_CAP };
 typedef void (*nl_hpack_sink)(void *ctx, const struct nl_hpack_out *f);
 
 /* A table of at most cap bytes (cap <= NL_HPACK_CAP), empty, with the
- * default maximum size. */
+ * default maximum size. (Zeroed memory is such a table of cap NL_HPACK_CAP.) */
 void nl_hpack_table_init(struct nl_hpack_table *t, uint32_t cap);
+/* Its maximum size, as the last size update set it. */
+static inline uint32_t nl_hpack_table_max(const struct nl_hpack_table *t)
+{
+	return NL_HPACK_DEFAULT_SIZE + t->max_d;
+}
 /* The decoder's side announced SETTINGS_HEADER_TABLE_SIZE v: size updates
  * up to the largest value announced are allowed (an encoder may use a new
  * limit only once it saw it, and the shim sees the settings first). */
