@@ -1310,15 +1310,20 @@ Test(h1, folded)
 
 /* ---- same_line --------------------------------------------------------------- */
 
-static int lines_seen, lines_same;
+/* The parser's two hints, per event that carries one: same_line on
+ * REQ_LINE, same_host on REQ_HEAD (the last one in bit 0). */
+static int lines_seen, lines_same, heads_seen, heads_same;
 
-static void same_sink(void *ctx, const struct nl_h1_event *ev)
+static void hint_sink(void *ctx, const struct nl_h1_event *ev)
 {
 	(void)ctx;
-	if (ev->type != NL_H1_REQ_LINE)
-		return;
-	lines_seen++;
-	lines_same = lines_same << 1 | ev->same_line;
+	if (ev->type == NL_H1_REQ_LINE) {
+		lines_seen++;
+		lines_same = lines_same << 1 | ev->same_line;
+	} else if (ev->type == NL_H1_REQ_HEAD) {
+		heads_seen++;
+		heads_same = heads_same << 1 | ev->same_host;
+	}
 }
 
 /* One exchange on h: the request in one call (pieces of 7 bytes when split),
@@ -1330,8 +1335,8 @@ static bool exchange(struct nl_h1 *h, const char *target, bool split)
 	static const char resp[] = "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok";
 	int seen = lines_seen;
 	for (int at = 0; at < n; at += split ? 7 : n)
-		nl_h1_feed(h, NL_H1_REQUEST, req + at, (size_t)(n - at < 7 || !split ? n - at : 7), same_sink, NULL);
-	nl_h1_feed(h, NL_H1_RESPONSE, resp, sizeof resp - 1, same_sink, NULL);
+		nl_h1_feed(h, NL_H1_REQUEST, req + at, (size_t)(n - at < 7 || !split ? n - at : 7), hint_sink, NULL);
+	nl_h1_feed(h, NL_H1_RESPONSE, resp, sizeof resp - 1, hint_sink, NULL);
 	cr_assert_eq(lines_seen, seen + 1, "one request line for %s", target);
 	return lines_same & 1;
 }
@@ -1371,17 +1376,6 @@ Test(h1, same_line)
 
 /* ---- same_host --------------------------------------------------------------- */
 
-static int heads_seen, heads_same;
-
-static void host_sink(void *ctx, const struct nl_h1_event *ev)
-{
-	(void)ctx;
-	if (ev->type != NL_H1_REQ_HEAD)
-		return;
-	heads_seen++;
-	heads_same = heads_same << 1 | ev->same_host;
-}
-
 /* One exchange on h: the request (Host host, then the field line after, or
  * none) in one call, or in pieces of 7 bytes, then its response; returns
  * whether its REQ_HEAD said same_host. */
@@ -1393,8 +1387,8 @@ static bool host_exchange(struct nl_h1 *h, const char *host, const char *after, 
 	static const char resp[] = "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok";
 	int seen = heads_seen;
 	for (int at = 0; at < n; at += split ? 7 : n)
-		nl_h1_feed(h, NL_H1_REQUEST, req + at, (size_t)(n - at < 7 || !split ? n - at : 7), host_sink, NULL);
-	nl_h1_feed(h, NL_H1_RESPONSE, resp, sizeof resp - 1, host_sink, NULL);
+		nl_h1_feed(h, NL_H1_REQUEST, req + at, (size_t)(n - at < 7 || !split ? n - at : 7), hint_sink, NULL);
+	nl_h1_feed(h, NL_H1_RESPONSE, resp, sizeof resp - 1, hint_sink, NULL);
 	cr_assert_eq(heads_seen, seen + 1, "one request head for %s", host ? host : "(none)");
 	return heads_same & 1;
 }
