@@ -17,7 +17,10 @@
  * The event stream side splits lines (LF, CR or CR LF), hands each data
  * line's value to the JSON scanner (the lines of one event join with a LF,
  * which JSON reads as whitespace) and dispatches an event at its blank
- * line: its document ends there and the next event starts a new one. */
+ * line: its document ends there and the next event starts a new one. An
+ * event's first data line that repeats the previous one but inside a string
+ * that line skipped is compared with it rather than read ("repeats"): a
+ * stream's chunks mostly differ from each other only in their text. */
 #include "genai.h"
 
 #include <string.h>
@@ -254,7 +257,21 @@ struct run {
 	struct nl_genai_scan *s;
 	unsigned flags;
 	bool sse;
+	/* A data line that may be repeated (sse_data_line): the strings it
+	 * skipped, [from, to) of their contents from line, in order. */
+	const uint8_t *line;    /* NULL: none */
+	uint16_t (*spans)[2];
+	unsigned n_spans;
 };
+
+static inline void skipped(struct run *r, const uint8_t *from, const uint8_t *to)
+{
+	if (r->line && r->n_spans < NL_GENAI_REPEAT_SPANS) {
+		r->spans[r->n_spans][0] = (uint16_t)(from - r->line);
+		r->spans[r->n_spans][1] = (uint16_t)(to - r->line);
+		r->n_spans++;
+	}
+}
 
 static void mark_content(struct run *r)
 {
@@ -705,8 +722,34 @@ static inline bool ends_literal(uint8_t b)
 	return b == ',' || (b | 0x20) == '}' || is_ws(b);
 }
 
+/* A container not taken, just opened at p (its first byte read): skipped
+ * here when it ends within its first 48 bytes, its strings jumped with the
+ * masks; a stream chunk's delta, say. Returns past its end, or NULL (and
+ * skip_container reads it). */
+static inline const uint8_t *skip_short(struct run *r, const uint8_t *p, const uint8_t *e)
+{
+	const uint8_t *lim = e - p > 48 ? p + 48 : e;
+	unsigned depth = 1;
+	for (; p < lim; p++) {
+		uint8_t b = *p;
+		if (b == '"') {
+			const uint8_t *s = p + 1;
+			p = find_special(s, e);
+			if (p == e || *p != '"')
+				return NULL;
+			skipped(r, s, p);
+		} else if ((b | 0x20) == '{') {
+			depth++;
+		} else if ((b | 0x20) == '}' && --depth == 0) {
+			return p + 1;
+		}
+	}
+	return NULL;
+}
+
 /* At J_KEY: the pairs of the object that [p, e) holds whole, read in one
- * go, each the way the states above would read it byte by byte. This is
+ * go, each the way the states above would read it byte by byte, and on
+ * into the containers they open and out of those they close. This is
  * where an event stream's chunks spend their time: a dozen short pairs
  * each. Returns past what it read, with j->mode where that left it; p
  * itself when the first pair is not whole here, or not plain ("key": then
@@ -716,15 +759,19 @@ static const uint8_t *pairs(struct run *r, const uint8_t *p, const uint8_t *e)
 {
 	struct nl_genai_json *j = &r->s->j;
 	for (;;) {
-		const uint8_t *pair = p, *k = expect(p, e, '"');
-		if (!k)
+		const uint8_t *pair = p, *k;
+		if (p < e && *p == '"')
+			k = p + 1;
+		else if (!(k = expect(p, e, '"')))
 			return pair;
 		const uint8_t *q = find_special(k, e);
 		if (q == e || *q != '"')
 			return pair;
 		uint8_t t = key_target(j->stack[j->depth - 1], (const char *)k, (size_t)(q - k));
-		p = expect(q + 1, e, ':');
-		if (!p)
+		p = q + 1;
+		if (p < e && *p == ':')
+			p++;
+		else if (!(p = expect(p, e, ':')))
 			return pair;
 		if (p == e || *p <= ' ') {
 			p = skip_ws(p, e);
@@ -741,19 +788,35 @@ static const uint8_t *pairs(struct run *r, const uint8_t *p, const uint8_t *e)
 				size_t n = (size_t)(q - s);
 				bool trunc = n > sizeof j->cap.text;
 				take_string(r, t, (const char *)s, trunc ? sizeof j->cap.text : n, trunc);
+			} else {
+				skipped(r, s, q);
 			}
 			p = q + 1;
 		} else if (b == '{' || b == '[') {
 			j->target = t;
 			value_begin(r, b);
-			if (j->mode != J_SKIP)
-				return p + 1;
-			/* A container not taken: skipped here, when it ends here. */
-			p = skip_container(j, p + 1, e);
-			if (j->mode != J_AFTER)
+			p++;
+			if (j->mode == J_VALUE && p < e && *p == '{')
+				value_begin(r, *p++);   /* the choices array's first object */
+			if (j->mode == J_KEY)
+				continue;               /* an object taken: its pairs */
+			if (j->mode != J_SKIP || j->skip != 1)
 				return p;
+			/* A container not taken: skipped here, when it ends here. */
+			q = skip_short(r, p, e);
+			if (q) {
+				j->skip = 0;
+				j->mode = J_AFTER;
+				p = q;
+			} else {
+				p = skip_container(j, p, e);
+				if (j->mode != J_AFTER)
+					return p;
+			}
 		} else if (b != ']' && b != ',' && b != '}') {
 			q = p;
+			if (b == 'n' && e - p > 4 && memcmp(p, "null", 4) == 0)
+				q = p + 4;
 			while (q < e && !ends_literal(*q))
 				q++;
 			if (q == e)
@@ -773,21 +836,37 @@ static const uint8_t *pairs(struct run *r, const uint8_t *p, const uint8_t *e)
 		} else {
 			return pair;
 		}
-		/* After the value: the next pair, the object's end, or the
-		 * states. */
-		if (p < e && *p <= ' ')
-			p = skip_ws(p, e);
-		if (p < e && *p == ',') {
-			j->mode = J_KEY;
-			p++;
-			continue;
-		}
-		if (p < e && (*p == '}' || *p == ']')) {
-			pop(r);
-			return p + 1;
-		}
+		/* After the value: the next pair, or the next element of the
+		 * choices array, or the container's end and what comes after
+		 * it; whatever else, the states read. */
 		j->mode = J_AFTER;
-		return p;
+		for (;;) {
+			if (p < e && *p <= ' ')
+				p = skip_ws(p, e);
+			if (p == e)
+				return p;
+			b = *p;
+			if (b == ',') {
+				p++;
+				if (!top_is_array(j)) {
+					j->mode = J_KEY;
+					break;
+				}
+				j->target = element_target(j);
+				j->mode = J_VALUE;
+				if (p < e && *p == '{')
+					value_begin(r, *p++);
+				if (j->mode != J_KEY)
+					return p;
+				break;
+			}
+			if (b != '}' && b != ']')
+				return p;
+			pop(r);
+			p++;
+			if (j->mode != J_AFTER)
+				return p;       /* the document's end */
+		}
 	}
 }
 
@@ -957,7 +1036,9 @@ enum line {
 static void dispatch(struct run *r)
 {
 	struct nl_genai_scan *s = r->s;
-	if (s->event.len == 5 && memcmp(s->event.text, "error", 5) == 0)
+	if (!s->event.len)
+		;               /* no event line: a data-only stream's event */
+	else if (s->event.len == 5 && memcmp(s->event.text, "error", 5) == 0)
 		s->r.error = true;
 	else if (content_event(s->event.text, s->event.len) && s->has_data)
 		mark_content(r);
@@ -971,7 +1052,7 @@ static void dispatch(struct run *r)
 	json_reset(&s->j);
 }
 
-static inline const uint8_t *find_eol(const uint8_t *p, const uint8_t *e)
+static inline const uint8_t *find_eol(const uint8_t *lo, const uint8_t *p, const uint8_t *e)
 {
 #ifdef GENAI_SSE2
 	/* Bytes up to CR (unsigned): LF, CR, and control bytes that a data
@@ -995,6 +1076,16 @@ static inline const uint8_t *find_eol(const uint8_t *p, const uint8_t *e)
 		}
 		p += 16;
 	}
+	if (p < e && e - lo >= 16) {
+		/* The last bytes: the 16 that end at e, those before p left out. */
+		unsigned bits = (unsigned)_mm_movemask_epi8(LOW(_mm_loadu_si128((const __m128i *)(const void *)(e - 16))));
+		for (bits >>= 16 - (e - p); bits; bits &= bits - 1) {
+			const uint8_t *q = p + __builtin_ctz(bits);
+			if (*q == '\n' || *q == '\r')
+				return q;
+		}
+		return e;
+	}
 #undef LOW
 #endif
 	for (; p < e; p++)
@@ -1009,6 +1100,7 @@ static void field_name(struct run *r, bool data, bool event)
 {
 	struct nl_genai_scan *s = r->s;
 	if (data) {
+		s->rep.len = 0;         /* read otherwise: no repeat of it to find */
 		if (s->has_data)
 			json_feed(r, (const uint8_t *)"\n", (const uint8_t *)"\n" + 1);
 		s->has_data = true;
@@ -1017,9 +1109,145 @@ static void field_name(struct run *r, bool data, bool event)
 		s->event.len = 0, s->event.truncated = false;
 }
 
+/* ---- repeats ------------------------------------------------------------------ */
+
+/* A stream's chunks mostly repeat each other: the same id, model and
+ * layout, with a few bytes of generated text inside a string that the
+ * scanner skips. What such a string holds (without a quote or a backslash)
+ * changes nothing of what reading the line does. So a data line that is
+ * the previous one but for what some of the strings that line skipped hold
+ * reads as that one did: every value it would take is what the previous
+ * one took and the result holds already (values are kept last-wins, and
+ * nothing else writes them between two events' first data lines), and its
+ * document ends as that one's did. Such a line is compared, not read: with
+ * the previous line's skeleton, its bytes without those strings' contents.
+ * (Its generated text is not kept, then, unless in a string skipped
+ * otherwise: one with an escape, or past the eighth.) */
+
+/* Whether a[0..n) and b[0..n) are the same bytes. */
+static inline bool same_bytes(const uint8_t *a, const uint8_t *b, size_t n)
+{
+#ifdef GENAI_SSE2
+	if (n >= 16) {
+		size_t i = 0;
+		for (; n - i > 16; i += 16)
+			if (_mm_movemask_epi8(_mm_cmpeq_epi8(_mm_loadu_si128((const __m128i *)(const void *)(a + i)),
+							      _mm_loadu_si128((const __m128i *)(const void *)(b + i)))) !=
+			    0xffff)
+				return false;
+		/* the last 16, overlapping what was compared */
+		return _mm_movemask_epi8(_mm_cmpeq_epi8(_mm_loadu_si128((const __m128i *)(const void *)(a + n - 16)),
+							_mm_loadu_si128((const __m128i *)(const void *)(b + n - 16)))) ==
+		       0xffff;
+	}
+#endif
+	if (n >= 8) {
+		uint64_t x, y, x2, y2;
+		memcpy(&x, a, 8), memcpy(&y, b, 8), memcpy(&x2, a + n - 8, 8), memcpy(&y2, b + n - 8, 8);
+		return x == y && x2 == y2;
+	}
+	if (n >= 4) {
+		uint32_t x, y, x2, y2;
+		memcpy(&x, a, 4), memcpy(&y, b, 4), memcpy(&x2, a + n - 4, 4), memcpy(&y2, b + n - 4, 4);
+		return x == y && x2 == y2;
+	}
+	for (size_t i = 0; i < n; i++)
+		if (a[i] != b[i])
+			return false;
+	return true;
+}
+
+/* The first quote, backslash or byte up to CR (a line's end) at or after
+ * p, or e. */
+static inline const uint8_t *find_special_or_eol(const uint8_t *p, const uint8_t *e)
+{
+#ifdef GENAI_SSE2
+	const __m128i q = _mm_set1_epi8('"'), bs = _mm_set1_epi8('\\'), cr = _mm_set1_epi8('\r');
+	while (e - p >= 16) {
+		__m128i v = _mm_loadu_si128((const __m128i *)(const void *)p);
+		unsigned bits = (unsigned)_mm_movemask_epi8(_mm_or_si128(
+			_mm_or_si128(_mm_cmpeq_epi8(v, q), _mm_cmpeq_epi8(v, bs)), _mm_cmpeq_epi8(_mm_min_epu8(v, cr), v)));
+		if (bits)
+			return p + __builtin_ctz(bits);
+		p += 16;
+	}
+#endif
+	for (; p < e; p++)
+		if (*p == '"' || *p == '\\' || *p <= '\r')
+			return p;
+	return e;
+}
+
+/* Whether the data line that starts at v, in [v, e), is the previous one
+ * but for what its skipped strings hold (above): its end (the LF or CR
+ * after it), or NULL. */
+static const uint8_t *repeats(const struct nl_genai_repeat *rep, const uint8_t *v, const uint8_t *e)
+{
+	const uint8_t *p = v;
+	size_t k = 0;
+	for (unsigned i = 0; i < rep->n_spans; i++) {
+		size_t seg = rep->span[i] - k;
+		if ((size_t)(e - p) < seg || !same_bytes(p, rep->skel + k, seg))
+			return NULL;
+		k = rep->span[i];
+		/* The string's contents: up to its closing quote, which the
+		 * skeleton's next bytes begin with. */
+		p = find_special_or_eol(p + seg, e);
+		if (p == e || *p != '"')
+			return NULL;
+	}
+	/* The rest, and the line's end right after it (the skeleton holds
+	 * no LF or CR). */
+	size_t seg = rep->len - k;
+	if ((size_t)(e - p) <= seg || (p[seg] != '\n' && p[seg] != '\r') || !same_bytes(p, rep->skel + k, seg))
+		return NULL;
+	return p + seg;
+}
+
+/* After reading the line v[0..n): its skeleton, when it was one document
+ * and the skeleton fits (the spans skipped() noted are in order). */
+static void keep_skeleton(struct nl_genai_scan *s, const uint8_t *v, size_t n, const uint16_t (*from)[2],
+			  unsigned n_spans)
+{
+	struct nl_genai_repeat *rep = &s->rep;
+	size_t at = 0, k = 0;
+	rep->len = 0;
+	if (s->j.mode != J_END)
+		return;
+	for (unsigned i = 0; i < n_spans; i++) {
+		size_t seg = from[i][0] - at;
+		if (k + seg > sizeof rep->skel)
+			return;
+		memcpy(rep->skel + k, v + at, seg);
+		k += seg;
+		rep->span[i] = (uint16_t)k;
+		at = from[i][1];
+	}
+	if (k + (n - at) > sizeof rep->skel)
+		return;
+	memcpy(rep->skel + k, v + at, n - at);
+	rep->n_spans = (uint8_t)n_spans;
+	rep->len = (uint16_t)(k + (n - at));
+}
+
+/* An event's first data line v[0..n), whole in this call and holding a
+ * JSON object: read, and its skeleton kept. */
+static void sse_data_line(struct run *r, const uint8_t *v, size_t n)
+{
+	uint16_t spans[NL_GENAI_REPEAT_SPANS][2];
+	r->s->has_data = true;
+	r->line = v;
+	r->spans = spans;
+	r->n_spans = 0;
+	json_feed(r, v, v + n);
+	r->line = NULL;
+	keep_skeleton(r->s, v, n, (const uint16_t(*)[2])spans, r->n_spans);
+}
+
 static void sse_feed(struct run *r, const uint8_t *p, const uint8_t *e)
 {
 	struct nl_genai_scan *s = r->s;
+	const uint8_t *lo = p;          /* the call's first byte */
 	while (p < e) {
 		uint8_t b = *p;
 		if (s->cr) {
@@ -1041,6 +1269,24 @@ static void sse_feed(struct run *r, const uint8_t *p, const uint8_t *e)
 			 * its value. */
 			if (e - p >= 6 && (memcmp(p, "data:", 5) == 0 || memcmp(p, "event:", 6) == 0)) {
 				bool data = *p == 'd';
+				if (data && !s->has_data) {
+					/* The event's first data line, all here: a
+					 * repeat of the previous one, or read. */
+					const uint8_t *v = p + 5 + (p[5] == ' '), *q;
+					if (s->rep.len && (q = repeats(&s->rep, v, e))) {
+						s->has_data = true;
+						s->j.mode = J_END;
+					} else if ((q = find_eol(lo, v, e)) < e && v < q && *v == '{' && q - v <= UINT16_MAX) {
+						sse_data_line(r, v, (size_t)(q - v));
+					} else {
+						q = NULL;
+					}
+					if (q) {
+						s->cr = *q == '\r';
+						p = q + 1;
+						break;
+					}
+				}
 				p += data ? 5 : 6;
 				field_name(r, data, !data);
 				s->line = L_SPACE;
@@ -1079,7 +1325,7 @@ static void sse_feed(struct run *r, const uint8_t *p, const uint8_t *e)
 		case L_DATA:
 		case L_EVENT:
 		case L_IGNORE: {
-			const uint8_t *q = find_eol(p, e);
+			const uint8_t *q = find_eol(lo, p, e);
 			if (s->line == L_DATA) {
 				json_feed(r, p, q);
 			} else if (s->line == L_EVENT) {
@@ -1105,7 +1351,8 @@ static void sse_feed(struct run *r, const uint8_t *p, const uint8_t *e)
 
 void nl_genai_init(struct nl_genai_scan *s)
 {
-	memset(s, 0, sizeof *s);
+	memset(s, 0, offsetof(struct nl_genai_scan, rep));
+	s->rep.len = 0;
 	struct nl_genai_result *r = &s->r;
 	r->prompt_tokens = r->completion_tokens = r->input_tokens = r->output_tokens = -1;
 	r->cache_read = r->cache_creation = r->reasoning_tokens = -1;
@@ -1117,7 +1364,7 @@ void nl_genai_init(struct nl_genai_scan *s)
 unsigned nl_genai_feed(struct nl_genai_scan *s, const void *buf, size_t n)
 {
 	const uint8_t *p = buf, *e = p + n;
-	struct run r = { s, 0, s->r.kind == NL_GENAI_KIND_SSE };
+	struct run r = { s, 0, s->r.kind == NL_GENAI_KIND_SSE, NULL, NULL, 0 };
 	if (s->r.kind == NL_GENAI_KIND_NONE) {
 		while (p < e && is_ws(*p))
 			p++;
@@ -1147,7 +1394,7 @@ void nl_genai_gap(struct nl_genai_scan *s)
 void nl_genai_end(struct nl_genai_scan *s)
 {
 	if (s->r.kind == NL_GENAI_KIND_SSE && (s->has_data || s->event.len)) {
-		struct run r = { s, 0, true };
+		struct run r = { s, 0, true, NULL, NULL, 0 };
 		dispatch(&r);
 	}
 }

@@ -5,9 +5,12 @@
  * One struct nl_genai_scan follows one message body (a request's or a
  * response's), fed with the body's bytes as the transport hands them over
  * (HTTP/1.x with its chunk framing removed, or HTTP/2 DATA), split anywhere.
- * It never buffers the body: its state is a fixed struct, and what it keeps
- * of the body are the few values it reports (a model name, a finish reason,
- * an error type, token counts), never a prompt or a completion.
+ * It never buffers the body: its state is a fixed struct. What it keeps of
+ * the body are the few values it reports (a model name, a finish reason,
+ * an error type, token counts) and, in an event stream, the previous
+ * event's data line without the contents of the strings it skipped, to
+ * compare the next one with (at most 256 bytes, in the process only; see
+ * struct nl_genai_repeat).
  *
  * The body's first bytes tell its kind: a JSON document ('{'), a stream of
  * server-sent events (a field name such as "data:" or "event:", or a
@@ -108,6 +111,18 @@ struct nl_genai_json {
 	NL_GENAI_STR(NL_GENAI_MODEL_MAX) cap;
 };
 
+/* The previous event's first data line, when it held one JSON object and
+ * was read in one call: its skeleton, the bytes of it but the contents of
+ * the strings it skipped (genai.c, "repeats"). */
+#define NL_GENAI_SKELETON_MAX 256
+#define NL_GENAI_REPEAT_SPANS 8
+struct nl_genai_repeat {
+	uint16_t len;                   /* of the skeleton; 0: none */
+	uint8_t n_spans;
+	uint16_t span[NL_GENAI_REPEAT_SPANS];   /* where each string's contents were, in order */
+	uint8_t skel[NL_GENAI_SKELETON_MAX];
+};
+
 struct nl_genai_scan {
 	struct nl_genai_result r;
 	struct nl_genai_json j;
@@ -118,6 +133,7 @@ struct nl_genai_scan {
 	bool lead;                      /* sniffing: only whitespace so far */
 	char name[8];                   /* the field name being read */
 	NL_GENAI_STR(NL_GENAI_WORD_MAX) event;
+	struct nl_genai_repeat rep;     /* last: nl_genai_init clears only its length */
 };
 
 /* Flags nl_genai_feed returns. */

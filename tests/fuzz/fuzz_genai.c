@@ -12,7 +12,11 @@
  *   pieces, as a body and as the data of an event stream, and every field
  *   the scanner reports must be one of the values placed at one of the
  *   paths that field is documented to come from (a truncated one, a prefix
- *   of one). */
+ *   of one).
+ * - Repeats (a built document): the document, then the same with a few
+ *   bytes replaced, then the first again, as the data of three events, fed
+ *   whole and one byte per call: everything reported must be the same
+ *   (whole, a line may be found to repeat the one before instead of read). */
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -255,6 +259,49 @@ static void same(const struct nl_genai_result *a, const struct nl_genai_result *
 		abort();        /* the split changed what was read */
 }
 
+/* Everything a scan reports, for the comparisons of the repeats mode. */
+static void same_all(const struct nl_genai_scan *a, const struct nl_genai_scan *b)
+{
+	const struct nl_genai_result *x = &a->r, *y = &b->r;
+	same(x, y);
+	if (x->cache_read != y->cache_read || x->cache_creation != y->cache_creation || x->stream != y->stream ||
+	    x->kind != y->kind || x->content != y->content || x->done != y->done || x->events != y->events ||
+	    x->status.len != y->status.len || memcmp(x->status.text, y->status.text, x->status.len) ||
+	    x->incomplete.len != y->incomplete.len || memcmp(x->incomplete.text, y->incomplete.text, x->incomplete.len) ||
+	    x->error_type.len != y->error_type.len || memcmp(x->error_type.text, y->error_type.text, x->error_type.len))
+		abort();
+}
+
+/* The repeats mode: a document, then the same with a few bytes replaced
+ * (in a string's contents or anywhere), then the first again, as the data
+ * of three events. Fed whole, the later lines may be found to repeat the
+ * ones before; one byte per call, every line is read: the same either way. */
+static void repeats(const struct gen *g, struct in *in)
+{
+	static const char alphabet[] = "aZ09 \"\\{}[]:,.-tfn";
+	static char ev[3 * DOC_MAX + 64], line[DOC_MAX];
+	memcpy(line, g->doc, g->len);
+	for (size_t i = 0; i < g->len; i++)
+		if (line[i] == '\n')
+			line[i] = ' ';
+	size_t at = g->len ? pick(in, 251) * g->len / 251 : 0, cut = pick(in, 4), put = pick(in, 5);
+	if (cut > g->len - at)
+		cut = g->len - at;
+	char mid[8];
+	for (size_t i = 0; i < put; i++)
+		mid[i] = alphabet[pick(in, sizeof alphabet - 1)];
+	int n = snprintf(ev, sizeof ev, "data: %.*s\n\ndata: %.*s%.*s%.*s\n\ndata: %.*s\n\n", (int)g->len, line, (int)at,
+			 line, (int)put, mid, (int)(g->len - at - cut), line + at + cut, (int)g->len, line);
+	if (n < 0 || (size_t)n >= sizeof ev)
+		return;
+	static struct nl_genai_scan whole, bytes;
+	nl_genai_init(&whole);
+	feed(&whole, ev, (size_t)n, 0);
+	nl_genai_init(&bytes);
+	feed(&bytes, ev, (size_t)n, 1);
+	same_all(&whole, &bytes);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	if (size < 2)
@@ -276,6 +323,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	object(&g, &in, "", 0);
 	if (g.full)
 		return 0;
+	if (data[0] & 2) {
+		repeats(&g, &in);
+		return 0;
+	}
 	nl_genai_init(&s);
 	feed(&s, g.doc, g.len, 0);
 	check(&g, &s.r);

@@ -282,3 +282,61 @@ Test(genai, gap)
 	cr_assert_eq(s.r.kind, NL_GENAI_KIND_UNREAD);
 	cr_assert_eq(s.r.model.len, 0);
 }
+
+/* A stream's chunks that repeat the one before but for what some of the
+ * strings the scanner skips hold are compared, not read (genai.c,
+ * "repeats"): fed whole they go that way, in pieces the split lines are
+ * read. Either way the same fields, whatever changed where. */
+#define CHUNK(model, id, created, content, finish)                                                       \
+	"data: {\"model\":\"" model "\",\"id\":\"" id "\",\"object\":\"chat.completion.chunk\",\"created\":" \
+	created ",\"choices\":[{\"index\":0,\"delta\":{\"content\":\"" content "\"},\"finish_reason\":"     \
+	finish "}]}\n\n"
+
+Test(genai, repeated_chunks)
+{
+	const char *body = CHUNK("m1", "c1", "1", "Hel", "null")        /* read */
+		CHUNK("m1", "c1", "1", "lo, wor", "null")               /* longer text: a repeat */
+		CHUNK("m1", "c1", "1", "", "null")                      /* none */
+		CHUNK("m1", "c1", "1", "\\\"usage\\\":{", "null")       /* escapes: read */
+		CHUNK("m1", "c1", "1", "ld", "null")
+		CHUNK("m1", "c1", "1", "ld", "null")                    /* the same bytes */
+		CHUNK("m1", "c2", "1", "ld", "null")                    /* another skipped string */
+		CHUNK("m1", "c3", "1", "d!", "null")                    /* two of them */
+		CHUNK("m2", "c2", "1", "!", "null")                     /* a value taken changed */
+		CHUNK("m2", "c2", "2", "!", "\"length\"")               /* a number, a value taken */
+		"data: [DONE]\n\n";
+	check_all_splits(body, "kind=2 model=m2 stream=-1 in=-1 out=-1 reasoning=-1 finish=length status= "
+			       "incomplete= error=0 etype= content=1 done=1 events=11");
+}
+
+Test(genai, repeats_only_inside_one_skipped_string)
+{
+	const char *body =
+		"data: {\"model\":\"m1\",\"id\":\"c1\",\"usage\":{\"prompt_tokens\":1}}\n\n"
+		/* the id's contents end where a quote now ends the string */
+		"data: {\"model\":\"m1\",\"id\":\"c1\",\"model\":\"m3\",\"usage\":{\"prompt_tokens\":1}}\n\n"
+		"data: {\"model\":\"m3\",\"id\":\"c1\",\"usage\":{\"prompt_tokens\":1}}\n\n"
+		/* from one string's contents to a number */
+		"data: {\"model\":\"m3\",\"id\":\"c1x\",\"usage\":{\"prompt_tokens\":2}}\n\n"
+		/* a key is no string's contents */
+		"data: {\"model\":\"m3\",\"id\":\"c1x\",\"usage\":{\"input_tokens\":2}}\n\n"
+		/* a string that is empty, and one that grows at its end */
+		"data: {\"model\":\"m4\",\"id\":\"\",\"object\":\"a\"}\n\n"
+		"data: {\"model\":\"m4\",\"id\":\"x\",\"object\":\"a\"}\n\n"
+		"data: {\"model\":\"m4\",\"id\":\"x\",\"object\":\"ab\"}\n\n"
+		"data: {\"model\":\"m4\",\"id\":\"x\",\"object\":\"ab\\\"\",\"model\":\"m5\"}\n\n";
+	check_all_splits(body, "kind=2 model=m5 stream=-1 in=2 out=-1 reasoning=-1 finish= status= incomplete= "
+			       "error=0 etype= content=0 done=0 events=9");
+}
+
+Test(genai, repeat_of_a_line_read_otherwise)
+{
+	/* An event's second data line, and a line split between calls, are
+	 * read as the states read them: the next line is read too. */
+	const char *body = "data: {\"model\":\"a\",\"id\":\"1\"}\ndata: {\"model\":\"z\"}\n\n"
+			   "data: {\"model\":\"a\",\"id\":\"2\"}\n\n"
+			   "data: {\"model\":\"b\",\"id\":\"2\",\"response\":{\"model\":\"c\"}}\n\n"
+			   "data: {\"model\":\"b\",\"id\":\"3\",\"response\":{\"model\":\"c\"}}\n\n";
+	check_all_splits(body, "kind=2 model=c stream=-1 in=-1 out=-1 reasoning=-1 finish= status= incomplete= "
+			       "error=0 etype= content=0 done=0 events=4");
+}
