@@ -1,0 +1,111 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+#include "unwind.h"
+
+#include <dlfcn.h>
+#include <stdatomic.h>
+#include <string.h>
+
+/* Local unwinding only: the names below are the macros of <libunwind.h>
+ * for this process's own address space (_ULx86_64_... on x86-64). Only the
+ * types and those names are taken from the header; the functions are found
+ * with dlsym, since the library is not linked. */
+#define UNW_LOCAL_ONLY
+#include <libunwind.h>
+
+#define NAME_OF(sym) NAME_OF_(sym)
+#define NAME_OF_(sym) #sym
+
+enum { NOT_LOADED, LOADING, READY, FAILED };
+static _Atomic int state = NOT_LOADED;
+
+static struct {
+	int (*backtrace)(void **, int);
+	int (*getcontext)(unw_context_t *);
+	int (*init_local)(unw_cursor_t *, unw_context_t *);
+	int (*init_local2)(unw_cursor_t *, unw_context_t *, int);
+	int (*step)(unw_cursor_t *);
+	int (*get_reg)(unw_cursor_t *, unw_regnum_t, unw_word_t *);
+	int (*set_reg)(unw_cursor_t *, unw_regnum_t, unw_word_t);
+	int (*get_proc_name)(unw_cursor_t *, char *, size_t, unw_word_t *);
+} api;
+
+static bool resolve(void *h)
+{
+	static const char *const names[] = { "unw_backtrace",	    NAME_OF(unw_tdep_getcontext),
+					     NAME_OF(unw_init_local), NAME_OF(unw_init_local2),
+					     NAME_OF(unw_step),	    NAME_OF(unw_get_reg),
+					     NAME_OF(unw_set_reg),    NAME_OF(unw_get_proc_name) };
+	void **slots[] = { (void **)&api.backtrace, (void **)&api.getcontext, (void **)&api.init_local,
+			   (void **)&api.init_local2, (void **)&api.step, (void **)&api.get_reg,
+			   (void **)&api.set_reg, (void **)&api.get_proc_name };
+	for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+		if (!(*slots[i] = dlsym(h, names[i])))
+			return false;
+	return true;
+}
+
+bool nl_unwind_load(void)
+{
+	int s = atomic_load_explicit(&state, memory_order_acquire);
+	if (s == READY)
+		return true;
+	if (s != NOT_LOADED || !atomic_compare_exchange_strong(&state, &s, LOADING))
+		return atomic_load_explicit(&state, memory_order_acquire) == READY;
+	/* RTLD_LOCAL: libunwind's `backtrace` and `_Unwind_*` stay out of the
+	 * global scope, where they would shadow glibc's and libgcc's. */
+	void *h = dlopen("libunwind.so.8", RTLD_NOW | RTLD_LOCAL);
+	bool ok = h && resolve(h);
+	atomic_store_explicit(&state, ok ? READY : FAILED, memory_order_release);
+	return ok;
+}
+
+bool nl_unwind_loaded(void) { return atomic_load_explicit(&state, memory_order_acquire) == READY; }
+
+int nl_unwind_backtrace(void **ips, int max)
+{
+	if (!nl_unwind_loaded() || max <= 0)
+		return 0;
+	/* unw_backtrace names its own caller first: this function, which the
+	 * caller did not ask for. */
+	void *buf[max + 1];
+	int n = api.backtrace(buf, max + 1);
+	if (n <= 1)
+		return 0;
+	memcpy(ips, buf + 1, (size_t)(n - 1) * sizeof *ips);
+	return n - 1;
+}
+
+int nl_unwind_backtrace_signal(void *ucontext, void **ips, int max)
+{
+	if (!nl_unwind_loaded() || !ucontext || max <= 0)
+		return 0;
+	unw_cursor_t c;
+	if (api.init_local2(&c, (unw_context_t *)ucontext, UNW_INIT_SIGNAL_FRAME) < 0)
+		return 0;
+	int n = 0;
+	do {
+		unw_word_t ip;
+		if (api.get_reg(&c, UNW_REG_IP, &ip) < 0 || ip == 0)
+			break;
+		ips[n++] = (void *)ip;
+	} while (n < max && api.step(&c) > 0);
+	return n;
+}
+
+bool nl_unwind_symbol(const void *ip, char *name, size_t len, uintptr_t *offset)
+{
+	if (!nl_unwind_loaded() || !len)
+		return false;
+	/* A cursor of this frame, moved to ip: libunwind names what the cursor's
+	 * instruction pointer is in. */
+	unw_context_t uc;
+	unw_cursor_t c;
+	unw_word_t off = 0;
+	if (api.getcontext(&uc) < 0 || api.init_local(&c, &uc) < 0 ||
+	    api.set_reg(&c, UNW_REG_IP, (unw_word_t)(uintptr_t)ip) < 0 ||
+	    api.get_proc_name(&c, name, len, &off) < 0 || !name[0])
+		return false;
+	if (offset)
+		*offset = (uintptr_t)off;
+	return true;
+}
