@@ -61,6 +61,8 @@ bool nl_unwind_load(void)
 
 bool nl_unwind_loaded(void) { return atomic_load_explicit(&state, memory_order_acquire) == READY; }
 
+bool nl_unwind_failed(void) { return atomic_load_explicit(&state, memory_order_acquire) == FAILED; }
+
 int nl_unwind_backtrace(void **ips, int max)
 {
 	if (!nl_unwind_loaded() || max <= 0)

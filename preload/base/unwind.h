@@ -27,6 +27,8 @@ bool nl_unwind_load(void);
 
 /* True when libunwind was loaded already: one load, no loading step. */
 bool nl_unwind_loaded(void);
+/* True when loading it was tried and failed: it will not be tried again. */
+bool nl_unwind_failed(void);
 
 /* The return addresses of the caller's stack, innermost first: ips[0] is in
  * the function that called nl_unwind_backtrace. At most max; 0 when

@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "callsite.h"
 #include "check.h"
 #include "connmetrics.h"
 #include "dest.h"
@@ -82,3 +83,12 @@ API void nemolens_adapter_log(const char *key, const char *message)
 	snprintf(k, sizeof k, "adapter.%s", key ? key : "python");
 	nl_warn_once(k, "%.400s", message);
 }
+
+API int nemolens_call_site(const char *function, const char *file, long line)
+{
+	if (!atomic_load_explicit(&nl_recording, memory_order_relaxed) || !function)
+		return -1;
+	return nl_callsite_named(function, file, line);
+}
+
+API void nemolens_call_site_next(int site) { nl_callsite_next(site); }

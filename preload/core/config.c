@@ -591,6 +591,20 @@ NL_LOAD_PATH static void load_http(struct nl_config *cfg, const struct env *e)
 	cfg->genai_paths = env_keep(cfg, e, "NEMOLENS_GENAI_PATHS");
 	if ((cfg->genai_provider = env_keep(cfg, e, "NEMOLENS_GENAI_PROVIDER")))
 		nl_utf8_sanitize(cfg->genai_provider);
+	static const char *const sites[] = { "NEMOLENS_CALL_SITES", NULL };
+	cfg->call_sites = true;
+	if (env_bool(e, sites, &on))
+		cfg->call_sites = on;
+	cfg->call_sites_limit = 64;
+	if ((v = env_get(e, "NEMOLENS_CALL_SITES_LIMIT"))) {
+		long n;
+		if (nl_parse_ms(v, &n) == 0 && n >= 1 && n <= 250)
+			cfg->call_sites_limit = n;
+		else
+			invalid("NEMOLENS_CALL_SITES_LIMIT", v, "a number from 1 to 250");
+	}
+	if ((cfg->call_sites_skip = env_keep(cfg, e, "NEMOLENS_CALL_SITES_SKIP")))
+		nl_utf8_sanitize(cfg->call_sites_skip);
 }
 
 /* NEMOLENS_ADOPT and the leftovers' age limit (docs/export.md). */
@@ -756,7 +770,7 @@ void nl_config_free(struct nl_config *cfg)
 			    cfg->gym_verify_route, cfg->endpoint, cfg->ca_file, cfg->client_key,
 			    cfg->client_cert, cfg->service_name, cfg->server_name, cfg->server_type,
 			    cfg->destinations, cfg->console_path, cfg->log_path, cfg->runtime_dir,
-			    cfg->genai_paths, cfg->genai_provider };
+			    cfg->genai_paths, cfg->genai_provider, cfg->call_sites_skip };
 	for (size_t i = 0; i < sizeof strings / sizeof *strings; i++)
 		drop(cfg, strings[i]);
 	nl_free_kv_list(cfg->headers, cfg->n_headers);   /* n is 0 without a table */

@@ -72,6 +72,10 @@ struct nl_config {
 	bool genai;                     /* NEMOLENS_GENAI, default true */
 	char *genai_paths;              /* NEMOLENS_GENAI_PATHS, raw: suffix=operation,… */
 	char *genai_provider;           /* NEMOLENS_GENAI_PROVIDER: gen_ai.provider.name for every call */
+	/* Call sites of connections (docs/call-sites.md). */
+	bool call_sites;                /* NEMOLENS_CALL_SITES, default true */
+	long call_sites_limit;          /* NEMOLENS_CALL_SITES_LIMIT, default 64 */
+	char *call_sites_skip;          /* NEMOLENS_CALL_SITES_SKIP, raw; NULL: the default list */
 	/* Segments (segment.h): what a process leaves when it ends. */
 	enum nl_adopt_mode adopt;       /* NEMOLENS_ADOPT */
 	long leftover_max_age_s;        /* NEMOLENS_LEFTOVER_MAX_AGE_S: undeliverable leftovers go then */

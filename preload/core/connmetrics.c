@@ -5,6 +5,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+#include "callsite.h"
 #include "dest.h"
 #include "instruments.h"
 #include "registry.h"
@@ -74,7 +75,11 @@ static void count(const struct attempt_series *set, int dest)
 		nl_counter_add(s, 1);
 }
 
-void nl_conn_attempt(int dest) { count(atomic_load_explicit(&attempts, memory_order_acquire), dest); }
+void nl_conn_attempt(int dest)
+{
+	count(atomic_load_explicit(&attempts, memory_order_acquire), dest);
+	nl_callsite_count(dest);
+}
 
 void nl_conn_pool_acquire(int dest) { count(&connect_set, dest); }
 

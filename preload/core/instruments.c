@@ -151,6 +151,9 @@ const struct nl_inst_def nl_inst_defs[NL_N_INST] = {
 			       "New connections (connect calls) per destination server, in processes whose "
 			       "connect_total counts pool acquisitions",
 			       NL_COUNTER, NULL, 0, true },
+	[NL_I_CONN_CALL_SITE] = { "nemolens.connection.call_site", "{connection}",
+				  "Connections counted per destination server, by the code that asked for them",
+				  NL_COUNTER, NULL, 0, true },
 	/* Same name, unit and kind as the memory sampler's registration. */
 	[NL_I_GYM_SERVERS_ACTIVE] = { "gym.servers.active", "", "Number of active Gym servers.", NL_GAUGE_INT, NULL, 0,
 				   true },

@@ -28,6 +28,7 @@
 
 #include "check.h"
 #include "clock.h"
+#include "callsite.h"
 #include "config.h"
 #include "connmetrics.h"
 #include "dest.h"
@@ -491,6 +492,7 @@ static void prepare_recording(void)
 		nl_httpmetrics_register();
 		nl_genaimetrics_register();
 		nl_rpcmetrics_register();
+		nl_callsite_register();
 		nl_hooks_bypass = saved;
 		registered = true;
 	}
@@ -845,6 +847,7 @@ NL_LOAD_PATH bool nl_runtime_load(void)
 	registered = false;
 	nl_httpmetrics_init(&cfg);
 	nl_genaimetrics_init(&cfg);
+	nl_callsite_init(&cfg);
 	nl_memsampler_init(&cfg);
 	/* nemolens-run reads segments as they are (cumulative values) and
 	 * samples memory for them (memtrees.h), to its own collector. */

@@ -13,8 +13,10 @@
 # when the program imports one of the packages below.
 
 # The packages whose import loads the adapter; it has a module patching
-# each of them ("_" and the name).
-_NEMOLENS_TARGETS = frozenset(("aiohttp", "httpcore"))
+# each of them: the pools of aiohttp and httpcore, and socket for the call
+# sites of connections.
+_NEMOLENS_TARGETS = frozenset(("aiohttp", "httpcore", "socket"))
+_NEMOLENS_POOLS = ("aiohttp", "httpcore")
 
 # This module itself is the finder it puts on sys.meta_path (a module with
 # a find_spec function is one, and costs no class to build). It finds
@@ -85,7 +87,7 @@ def _nemolens_start():
     v = os.environ.get("NEMOLENS_PYTHON", "").strip().lower()
     # A target imported before site ran was not imported by the program:
     # it is left alone.
-    if v not in ("off", "false", "0", "no") and not any(t in sys.modules for t in _NEMOLENS_TARGETS):
+    if v not in ("off", "false", "0", "no") and not any(t in sys.modules for t in _NEMOLENS_POOLS):
         sys.meta_path.insert(0, _self)
     # PYTHONPATH put this directory in once, before the program's entries.
     try:

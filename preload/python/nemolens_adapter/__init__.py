@@ -146,6 +146,11 @@ def as_coroutine_function(f):
     return f
 
 
+# The module that patches each target, where it is not "_" and the name.
+_PATCHERS = {"socket": "_callsite"}
+# Targets whose patcher asks the shim itself, when first needed.
+_LAZY = frozenset(("socket",))
+
 _busy = set()   # the targets being looked for now (by the finders after the hook)
 
 
@@ -170,7 +175,7 @@ def find_spec(hook, name, path=None, target=None):
             if spec is not None:
                 break
         if spec is not None and spec.loader is not None:
-            _arm(spec.loader, name, "_" + name)
+            _arm(spec.loader, name, _PATCHERS.get(name, "_" + name))
         return spec
     except Exception as e:
         log("python.finder", "Python adapter: cannot watch the import of %s: %r" % (name, e))
@@ -199,6 +204,9 @@ def _arm(loader, name, patcher):
 
 def _patch(name, patcher):
     try:
+        if name in _LAZY:
+            __import__(__name__ + "." + patcher, fromlist=["patch"]).patch()
+            return
         so = lib()
         if so is None:
             return
