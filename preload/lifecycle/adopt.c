@@ -141,6 +141,8 @@ size_t nl_adopt_run(const struct nl_adopter *a, uint64_t deadline_ns, bool thoro
 						 (long long)h->pid);
 				finish(&l[i], 1, true, &delivered);
 			} else if (enc && append(&body, enc, enc_len)) {
+				if (a->seen)
+					a->seen(l[i].data, l[i].len, a->seen_arg);
 				sending[n_sending++] = l[i];
 			} else {
 				finish(&l[i], 1, false, &delivered);   /* out of memory: next time */
@@ -187,8 +189,11 @@ static void take_live(const uint8_t *data, size_t len, void *arg)
 	if (snap && snap->n_points > 0) {
 		snap->scope_name = "nemo.lens";
 		snap->scope_version = NL_VERSION;
-		if (nl_otlp_encode(snap, &enc, &enc_len) == 0 && append(&lv->body, enc, enc_len))
+		if (nl_otlp_encode(snap, &enc, &enc_len) == 0 && append(&lv->body, enc, enc_len)) {
 			lv->points += snap->n_points;
+			if (lv->a->seen)
+				lv->a->seen(data, len, lv->a->seen_arg);
+		}
 	}
 	free(enc);
 	nl_snapshot_free(snap);

@@ -30,6 +30,12 @@ struct nl_adopter {
 	/* Non-zero: a send waits at most this long for an answer once the
 	 * transport exists (what is not taken stays for later). */
 	uint32_t quick_ms;
+	/* When set, called with every segment whose snapshot goes into a
+	 * request (before the send, whatever its outcome): the bytes the
+	 * snapshot was made from, valid during the call only. nemolens-run
+	 * --summary keeps them, so that its tables show what was exported. */
+	void (*seen)(const uint8_t *data, size_t len, void *arg);
+	void *seen_arg;
 };
 
 /* Claims, exports under their own resource (or folds) and removes the

@@ -1,0 +1,680 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+#include "summary.h"
+
+#include <inttypes.h>
+#include <math.h>
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* An attribute as the summary keeps it: its value rendered once, as text,
+ * which is also what identifies a series (as a label does in a backend). */
+struct kv {
+	char *key;
+	char *val;
+};
+
+struct series {
+	struct kv *attrs;               /* sorted by key */
+	size_t n_attrs;
+	int64_t ivalue;                 /* counters, up-down counters, integer gauges */
+	double dvalue;                  /* gauges */
+	uint64_t time_ns;               /* gauges: of the value shown */
+	uint64_t count;                 /* histograms */
+	double sum;
+	bool buckets_ok;                /* every part had the instrument's bounds */
+	uint64_t buckets[NL_MAX_BOUNDS + 1];
+};
+
+struct inst {
+	char *name;
+	char *unit;
+	enum nl_kind kind;
+	double bounds[NL_MAX_BOUNDS];
+	size_t n_bounds;
+	char **keys;                    /* attribute keys in the order first seen */
+	size_t n_keys;
+	struct series *series;
+	size_t n, cap;
+};
+
+struct nl_summary {
+	struct inst *insts;
+	size_t n, cap;
+	size_t processes;
+};
+
+struct nl_summary *nl_summary_new(void) { return calloc(1, sizeof(struct nl_summary)); }
+
+static void free_inst(struct inst *in)
+{
+	for (size_t i = 0; i < in->n; i++) {
+		for (size_t k = 0; k < in->series[i].n_attrs; k++) {
+			free(in->series[i].attrs[k].key);
+			free(in->series[i].attrs[k].val);
+		}
+		free(in->series[i].attrs);
+	}
+	for (size_t k = 0; k < in->n_keys; k++)
+		free(in->keys[k]);
+	free(in->keys);
+	free(in->series);
+	free(in->name);
+	free(in->unit);
+}
+
+void nl_summary_free(struct nl_summary *s)
+{
+	if (!s)
+		return;
+	for (size_t i = 0; i < s->n; i++)
+		free_inst(&s->insts[i]);
+	free(s->insts);
+	free(s);
+}
+
+size_t nl_summary_processes(const struct nl_summary *s) { return s->processes; }
+
+/* ---- quantiles ---------------------------------------------------------- */
+
+/* As histogram_quantile does over cumulative le buckets: the rank is phi
+ * times the count; the first bucket whose cumulative count reaches it holds
+ * the answer, interpolated between the bucket's lower bound (the previous
+ * bound, 0 for the first) and its upper bound. A rank beyond the last bound
+ * answers that bound: the open bucket has no upper one. */
+double nl_summary_quantile(double phi, const double *bounds, size_t n_bounds, const uint64_t *buckets)
+{
+	uint64_t count = 0;
+	for (size_t i = 0; i <= n_bounds; i++)
+		count += buckets[i];
+	if (count == 0 || isnan(phi))
+		return NAN;
+	if (phi < 0)
+		return -INFINITY;
+	if (phi > 1)
+		return INFINITY;
+	double rank = phi * (double)count;
+	double prev_le = 0, prev_cum = 0, cum = 0;
+	for (size_t i = 0; i < n_bounds; i++) {
+		cum += (double)buckets[i];
+		double le = bounds[i];
+		if (cum <= 0 || cum < rank) {
+			/* Empty so far, or the rank lies further up. */
+			prev_le = le;
+			if (cum > 0)
+				prev_cum = cum;
+			continue;
+		}
+		if (cum == prev_cum)
+			return prev_le;
+		return prev_le + (le - prev_le) * (rank - prev_cum) / (cum - prev_cum);
+	}
+	return n_bounds ? bounds[n_bounds - 1] : NAN;
+}
+
+/* ---- adding snapshots --------------------------------------------------- */
+
+static char *dup_str(const char *s)
+{
+	size_t n = strlen(s) + 1;
+	char *d = malloc(n);
+	return d ? memcpy(d, s, n) : NULL;
+}
+
+/* The attribute's value as text; control characters become '?', so that a
+ * value never breaks a table's line. */
+static char *render(const struct nl_attr *a)
+{
+	char buf[64];
+	const char *text = buf;
+	switch (a->type) {
+	case NL_ATTR_STR:
+		text = a->v.s ? a->v.s : "";
+		break;
+	case NL_ATTR_INT:
+		snprintf(buf, sizeof buf, "%" PRId64, a->v.i);
+		break;
+	case NL_ATTR_BOOL:
+		text = a->v.b ? "true" : "false";
+		break;
+	case NL_ATTR_DOUBLE:
+		snprintf(buf, sizeof buf, "%g", a->v.d);
+		break;
+	}
+	char *out = dup_str(text);
+	for (char *p = out; p && *p; p++)
+		if ((unsigned char)*p < 0x20 || *p == 0x7f)
+			*p = '?';
+	return out;
+}
+
+static int by_key(const void *a, const void *b)
+{
+	return strcmp(((const struct kv *)a)->key, ((const struct kv *)b)->key);
+}
+
+static void free_kvs(struct kv *kv, size_t n)
+{
+	for (size_t i = 0; i < n; i++) {
+		free(kv[i].key);
+		free(kv[i].val);
+	}
+	free(kv);
+}
+
+/* The point's attributes as sorted text pairs (malloc'd), or NULL. */
+static struct kv *point_kvs(const struct nl_attr *attrs, size_t n)
+{
+	struct kv *kv = calloc(n ? n : 1, sizeof *kv);
+	if (!kv)
+		return NULL;
+	for (size_t i = 0; i < n; i++) {
+		kv[i].key = dup_str(attrs[i].key ? attrs[i].key : "");
+		kv[i].val = render(&attrs[i]);
+		if (!kv[i].key || !kv[i].val) {
+			free_kvs(kv, n);
+			return NULL;
+		}
+	}
+	qsort(kv, n, sizeof *kv, by_key);
+	return kv;
+}
+
+static bool same_attrs(const struct series *s, const struct kv *kv, size_t n)
+{
+	if (s->n_attrs != n)
+		return false;
+	for (size_t i = 0; i < n; i++)
+		if (strcmp(s->attrs[i].key, kv[i].key) != 0 || strcmp(s->attrs[i].val, kv[i].val) != 0)
+			return false;
+	return true;
+}
+
+static struct inst *find_inst(struct nl_summary *s, const struct nl_metric *m)
+{
+	for (size_t i = 0; i < s->n; i++)
+		if (s->insts[i].kind == m->kind && strcmp(s->insts[i].name, m->name) == 0)
+			return &s->insts[i];
+	if (s->n == s->cap) {
+		size_t cap = s->cap ? s->cap * 2 : 16;
+		struct inst *bigger = realloc(s->insts, cap * sizeof *bigger);
+		if (!bigger)
+			return NULL;
+		s->insts = bigger;
+		s->cap = cap;
+	}
+	struct inst *in = &s->insts[s->n];
+	memset(in, 0, sizeof *in);
+	in->name = dup_str(m->name ? m->name : "");
+	in->unit = dup_str(m->unit ? m->unit : "");
+	if (!in->name || !in->unit) {
+		free_inst(in);
+		return NULL;
+	}
+	in->kind = m->kind;
+	in->n_bounds = m->n_bounds <= NL_MAX_BOUNDS ? m->n_bounds : NL_MAX_BOUNDS;
+	if (in->n_bounds)
+		memcpy(in->bounds, m->bounds, in->n_bounds * sizeof *in->bounds);
+	s->n++;
+	return in;
+}
+
+/* Remembers the point's keys, in the order the instrument gives them. */
+static int note_keys(struct inst *in, const struct nl_attr *attrs, size_t n)
+{
+	for (size_t i = 0; i < n; i++) {
+		const char *key = attrs[i].key ? attrs[i].key : "";
+		bool known = false;
+		for (size_t k = 0; k < in->n_keys && !known; k++)
+			known = strcmp(in->keys[k], key) == 0;
+		if (known)
+			continue;
+		char **bigger = realloc(in->keys, (in->n_keys + 1) * sizeof *bigger);
+		if (!bigger)
+			return -1;
+		in->keys = bigger;
+		if (!(in->keys[in->n_keys] = dup_str(key)))
+			return -1;
+		in->n_keys++;
+	}
+	return 0;
+}
+
+static struct series *find_series(struct inst *in, const struct nl_attr *attrs, size_t n)
+{
+	struct kv *kv = point_kvs(attrs, n);
+	if (!kv)
+		return NULL;
+	for (size_t i = 0; i < in->n; i++)
+		if (same_attrs(&in->series[i], kv, n)) {
+			free_kvs(kv, n);
+			return &in->series[i];
+		}
+	if (in->n == in->cap) {
+		size_t cap = in->cap ? in->cap * 2 : 8;
+		struct series *bigger = realloc(in->series, cap * sizeof *bigger);
+		if (!bigger) {
+			free_kvs(kv, n);
+			return NULL;
+		}
+		in->series = bigger;
+		in->cap = cap;
+	}
+	struct series *s = &in->series[in->n++];
+	memset(s, 0, sizeof *s);
+	s->attrs = kv;
+	s->n_attrs = n;
+	s->buckets_ok = true;
+	return s;
+}
+
+static bool same_bounds(const struct inst *in, const struct nl_metric *m)
+{
+	if (m->n_bounds != in->n_bounds)
+		return false;
+	for (size_t i = 0; i < in->n_bounds; i++)
+		if (m->bounds[i] != in->bounds[i])
+			return false;
+	return true;
+}
+
+static void add_point(struct inst *in, struct series *s, const struct nl_metric *m, const struct nl_point *p,
+		      bool fresh)
+{
+	switch (in->kind) {
+	case NL_COUNTER:
+	case NL_UPDOWN:
+		s->ivalue += p->ivalue;
+		break;
+	case NL_GAUGE:
+	case NL_GAUGE_INT:
+		/* The newest value is the gauge's; processes do not add up. */
+		if (fresh || p->time_ns >= s->time_ns) {
+			s->ivalue = p->ivalue;
+			s->dvalue = p->dvalue;
+			s->time_ns = p->time_ns;
+		}
+		break;
+	case NL_HISTOGRAM:
+		if (p->count == 0)
+			break;
+		s->count += p->count;
+		s->sum += p->sum;
+		if (!same_bounds(in, m))
+			s->buckets_ok = false;   /* no quantile can be told */
+		else
+			for (size_t i = 0; i <= in->n_bounds; i++)
+				s->buckets[i] += p->buckets[i];
+		break;
+	}
+}
+
+int nl_summary_add(struct nl_summary *s, const struct nl_snapshot *snap)
+{
+	static const struct nl_attr overflow = { .key = "otel.metric.overflow", .type = NL_ATTR_BOOL, .v.b = true };
+	s->processes++;
+	for (size_t i = 0; i < snap->n_metrics; i++) {
+		const struct nl_metric *m = &snap->metrics[i];
+		if (!m->n_points || !m->name)
+			continue;
+		struct inst *in = find_inst(s, m);
+		if (!in)
+			return -1;
+		for (size_t j = 0; j < m->n_points; j++) {
+			const struct nl_point *p = &m->points[j];
+			const struct nl_attr *attrs = p->attrs;
+			size_t n = p->n_attrs;
+			if (p->overflow && n == 0) {
+				attrs = &overflow;
+				n = 1;
+			}
+			size_t before = in->n;
+			struct series *se;
+			if (note_keys(in, attrs, n) != 0 || !(se = find_series(in, attrs, n)))
+				return -1;
+			add_point(in, se, m, p, in->n > before);
+		}
+	}
+	return 0;
+}
+
+/* ---- writing ------------------------------------------------------------ */
+
+/* Display columns of UTF-8 text: one per character. */
+static size_t width_of(const char *t)
+{
+	size_t w = 0;
+	for (const unsigned char *p = (const unsigned char *)t; *p; p++)
+		w += (*p & 0xc0) != 0x80;
+	return w;
+}
+
+/* Writes t in a field of w columns: cut with an ellipsis when wider, padded
+ * on the right (left aligned) or the left. */
+static void put_field(FILE *out, const char *t, size_t w, bool left)
+{
+	size_t tw = width_of(t);
+	if (tw > w && w > 0) {
+		size_t cols = 0;
+		const char *p = t;
+		/* w - 1 characters, then the ellipsis. */
+		while (*p) {
+			if (((unsigned char)*p & 0xc0) != 0x80) {
+				if (cols == w - 1)
+					break;
+				cols++;
+			}
+			p++;
+		}
+		fwrite(t, 1, (size_t)(p - t), out);
+		fputs("\u2026", out);
+		return;
+	}
+	if (!left)
+		fprintf(out, "%*s", (int)(w - tw), "");
+	fputs(t, out);
+	if (left)
+		fprintf(out, "%*s", (int)(w - tw), "");
+}
+
+static const char *kind_name(enum nl_kind k)
+{
+	switch (k) {
+	case NL_COUNTER:
+		return "counter";
+	case NL_UPDOWN:
+		return "up-down counter";
+	case NL_GAUGE:
+	case NL_GAUGE_INT:
+		return "gauge";
+	case NL_HISTOGRAM:
+		return "histogram";
+	}
+	return "?";
+}
+
+/* Numbers as short as they stay exact enough to read (and to compare with a
+ * backend's: six significant digits). */
+static void fmt_double(char *buf, size_t n, double v)
+{
+	if (isnan(v))
+		snprintf(buf, n, "-");
+	else if (v == floor(v) && fabs(v) < 1e15)
+		snprintf(buf, n, "%.0f", v);
+	else
+		snprintf(buf, n, "%.6g", v);
+}
+
+#define MAX_NUMS 4
+#define NUM_LEN 32
+
+struct row {
+	const struct series *s;
+	const char **vals;              /* per shown column */
+	size_t n_vals;
+	double key;                     /* what rows are ordered by, largest first */
+	char nums[MAX_NUMS][NUM_LEN];
+};
+
+static const char *value_of(const struct series *s, const char *key)
+{
+	for (size_t i = 0; i < s->n_attrs; i++)
+		if (strcmp(s->attrs[i].key, key) == 0)
+			return s->attrs[i].val;
+	return NULL;
+}
+
+static int row_order(const void *a, const void *b)
+{
+	const struct row *x = a, *y = b;
+	if (x->key != y->key)
+		return x->key > y->key ? -1 : 1;
+	for (size_t i = 0; i < x->n_vals; i++) {
+		int c = strcmp(x->vals[i], y->vals[i]);
+		if (c)
+			return c;
+	}
+	return 0;
+}
+
+static int by_name(const void *a, const void *b)
+{
+	const struct inst *x = *(const struct inst *const *)a, *y = *(const struct inst *const *)b;
+	int c = strcmp(x->name, y->name);
+	return c ? c : (int)x->kind - (int)y->kind;
+}
+
+/* The key as a column's header, short enough that a table of a few keys
+ * fits its line with nothing cut: the destination, in every connection
+ * table, is "destination"; NeMo Gym's own prefixes say nothing in a table
+ * of its metrics (the longest that fits is taken off), nor does the
+ * namespace of the instrument itself ("http." in http.server.*). The
+ * caller also drops a prefix that every shown header shares. */
+static const char *short_key(const char *key, const char *instrument)
+{
+	static const char *const gym[] = { "nemo.gym.http.connection_pool.", "nemo.gym.http.", "nemo.gym." };
+	if (strcmp(key, "nemo.gym.http.destination.server.name") == 0)
+		return "destination";
+	for (size_t i = 0; i < sizeof gym / sizeof *gym; i++) {
+		size_t n = strlen(gym[i]);
+		if (strncmp(key, gym[i], n) == 0 && key[n])
+			return key + n;
+	}
+	size_t ns = strcspn(instrument, ".");
+	if (instrument[ns] == '.' && strncmp(key, instrument, ns + 1) == 0 && key[ns + 1])
+		return key + ns + 1;
+	return key;
+}
+
+static size_t common_prefix(const char **keys, size_t n)
+{
+	if (n < 2)
+		return 0;
+	size_t len = 0;   /* up to and with the last dot all share */
+	for (size_t i = 0;; i++) {
+		char c = keys[0][i];
+		for (size_t k = 1; k < n; k++)
+			if (keys[k][i] != c)
+				return len;
+		if (!c)
+			return len;
+		if (c == '.')
+			len = i + 1;
+	}
+}
+
+/* Whether every series has key, with one value (returned). */
+static const char *constant_value(const struct inst *in, const char *key)
+{
+	const char *v = in->n ? value_of(&in->series[0], key) : NULL;
+	for (size_t i = 1; v && i < in->n; i++) {
+		const char *w = value_of(&in->series[i], key);
+		if (!w || strcmp(v, w) != 0)
+			return NULL;
+	}
+	return v;
+}
+
+static void fill_numbers(const struct inst *in, struct row *r)
+{
+	const struct series *s = r->s;
+	switch (in->kind) {
+	case NL_COUNTER:
+	case NL_UPDOWN:
+	case NL_GAUGE_INT:
+		snprintf(r->nums[0], NUM_LEN, "%" PRId64, s->ivalue);
+		r->key = (double)s->ivalue;
+		break;
+	case NL_GAUGE:
+		fmt_double(r->nums[0], NUM_LEN, s->dvalue);
+		r->key = isnan(s->dvalue) ? -INFINITY : s->dvalue;
+		break;
+	case NL_HISTOGRAM: {
+		snprintf(r->nums[0], NUM_LEN, "%" PRIu64, s->count);
+		fmt_double(r->nums[1], NUM_LEN, s->count ? s->sum / (double)s->count : NAN);
+		double p50 = NAN, p99 = NAN;
+		if (s->buckets_ok && in->n_bounds) {
+			p50 = nl_summary_quantile(0.5, in->bounds, in->n_bounds, s->buckets);
+			p99 = nl_summary_quantile(0.99, in->bounds, in->n_bounds, s->buckets);
+		}
+		fmt_double(r->nums[2], NUM_LEN, p50);
+		fmt_double(r->nums[3], NUM_LEN, p99);
+		r->key = (double)s->count;
+		break;
+	}
+	}
+}
+
+static int write_inst(const struct inst *in, FILE *out)
+{
+	static const char *const hist_heads[] = { "count", "mean", "p50", "p99" };
+	static const char *const value_head[] = { "value" };
+	bool hist = in->kind == NL_HISTOGRAM;
+	const char *const *num_heads = hist ? hist_heads : value_head;
+	size_t n_nums = hist ? MAX_NUMS : 1;
+
+	if (*in->unit)
+		fprintf(out, "%s (%s, %s)\n", in->name, in->unit, kind_name(in->kind));
+	else
+		fprintf(out, "%s (%s)\n", in->name, kind_name(in->kind));
+
+	/* Keys with one value in every row of several go on one line above the
+	 * table rather than repeat in each row. */
+	const char **cols = calloc(in->n_keys + 1, sizeof *cols);
+	const char **heads = calloc(in->n_keys + 1, sizeof *heads);
+	struct row *rows = calloc(in->n, sizeof *rows);
+	const char **vals = calloc(in->n * (in->n_keys + 1), sizeof *vals);
+	if (!cols || !heads || !rows || !vals) {
+		free(cols);
+		free(heads);
+		free(rows);
+		free(vals);
+		return -1;
+	}
+	size_t n_cols = 0;
+	bool first_constant = true;
+	for (size_t k = 0; k < in->n_keys; k++) {
+		const char *v = in->n > 1 ? constant_value(in, in->keys[k]) : NULL;
+		if (!v) {
+			cols[n_cols++] = in->keys[k];
+			continue;
+		}
+		fprintf(out, "%s%s=%s", first_constant ? "  all: " : ", ", short_key(in->keys[k], in->name), v);
+		first_constant = false;
+	}
+	if (!first_constant)
+		fputc('\n', out);
+	for (size_t c = 0; c < n_cols; c++)
+		heads[c] = short_key(cols[c], in->name);
+	size_t common = common_prefix(heads, n_cols);
+	for (size_t c = 0; c < n_cols; c++)
+		heads[c] += common;
+
+	for (size_t i = 0; i < in->n; i++) {
+		struct row *r = &rows[i];
+		r->s = &in->series[i];
+		r->vals = vals + i * (in->n_keys + 1);
+		r->n_vals = n_cols;
+		for (size_t c = 0; c < n_cols; c++) {
+			const char *v = value_of(r->s, cols[c]);
+			r->vals[c] = v ? v : "-";
+		}
+		fill_numbers(in, r);
+	}
+	qsort(rows, in->n, sizeof *rows, row_order);
+
+	/* Widths: numbers in full; attribute values share what is left of the
+	 * line, the widest giving way first, none below a few columns. */
+	size_t num_w[MAX_NUMS], used = 2;
+	for (size_t j = 0; j < n_nums; j++) {
+		num_w[j] = strlen(num_heads[j]);
+		for (size_t i = 0; i < in->n; i++)
+			if (strlen(rows[i].nums[j]) > num_w[j])
+				num_w[j] = strlen(rows[i].nums[j]);
+		used += num_w[j] + 2;
+	}
+	size_t *w = calloc(n_cols + 1, sizeof *w), total = 0;
+	if (!w) {
+		free(cols);
+		free(heads);
+		free(rows);
+		free(vals);
+		return -1;
+	}
+	for (size_t c = 0; c < n_cols; c++) {
+		w[c] = width_of(heads[c]);
+		for (size_t i = 0; i < in->n; i++)
+			if (width_of(rows[i].vals[c]) > w[c])
+				w[c] = width_of(rows[i].vals[c]);
+		if (w[c] > 60)
+			w[c] = 60;
+		total += w[c] + 2;
+	}
+	while (used + total > NL_SUMMARY_WIDTH) {
+		size_t widest = 0;
+		for (size_t c = 1; c < n_cols; c++)
+			if (w[c] > w[widest])
+				widest = c;
+		if (!n_cols || w[widest] <= 8)
+			break;
+		w[widest]--;
+		total--;
+	}
+
+	fputs("  ", out);
+	for (size_t c = 0; c < n_cols; c++) {
+		put_field(out, heads[c], w[c], true);
+		fputs("  ", out);
+	}
+	for (size_t j = 0; j < n_nums; j++) {
+		put_field(out, num_heads[j], num_w[j], false);
+		fputs(j + 1 < n_nums ? "  " : "\n", out);
+	}
+	for (size_t i = 0; i < in->n; i++) {
+		fputs("  ", out);
+		for (size_t c = 0; c < n_cols; c++) {
+			put_field(out, rows[i].vals[c], w[c], true);
+			fputs("  ", out);
+		}
+		for (size_t j = 0; j < n_nums; j++) {
+			put_field(out, rows[i].nums[j], num_w[j], false);
+			fputs(j + 1 < n_nums ? "  " : "\n", out);
+		}
+	}
+	free(w);
+	free(cols);
+	free(heads);
+	free(rows);
+	free(vals);
+	return 0;
+}
+
+int nl_summary_write(const struct nl_summary *s, FILE *out)
+{
+	size_t shown = 0;
+	for (size_t i = 0; i < s->n; i++)
+		shown += s->insts[i].n > 0;
+	if (!shown) {
+		fprintf(out, "nemolens-run: the tree recorded nothing\n");
+		return fflush(out) == 0 && !ferror(out) ? 0 : -1;
+	}
+	const struct inst **order = calloc(s->n, sizeof *order);
+	if (!order)
+		return -1;
+	for (size_t i = 0; i < s->n; i++)
+		order[i] = &s->insts[i];
+	qsort(order, s->n, sizeof *order, by_name);
+	fprintf(out, "nemolens-run: what the tree recorded (%zu process%s, %zu instrument%s)\n", s->processes,
+		s->processes == 1 ? "" : "es", shown, shown == 1 ? "" : "s");
+	int rc = 0;
+	for (size_t i = 0; i < s->n && rc == 0; i++) {
+		if (!order[i]->n)
+			continue;
+		fputc('\n', out);
+		rc = write_inst(order[i], out);
+	}
+	free(order);
+	if (fflush(out) != 0 || ferror(out))
+		rc = -1;
+	return rc;
+}
