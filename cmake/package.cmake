@@ -4,9 +4,10 @@
 # (the shim and its export module, libnemolens.so, header and nemolens.pc, nemolens-run, the Python
 # adapter, the dashboards, the docs), installed under /usr.
 #
-# Depends: what dpkg-shlibdeps finds in the ELF files, plus libcurl's runtime
-# package, which the export module opens with dlopen (exporter/curl_dl.c) and
-# which no ELF file names. Nothing is activated on install: no maintainer
+# Depends: what dpkg-shlibdeps finds in the ELF files, plus the runtime
+# packages of libcurl, which the export module opens with dlopen
+# (exporter/curl_dl.c), and of libunwind, which the shim opens at its first
+# call site (preload/base/unwind.c): no ELF file names them. Nothing is activated on install: no maintainer
 # scripts touch /etc/ld.so.preload (docs/install.md).
 
 # Files Debian wants in every package's doc directory.
@@ -32,8 +33,8 @@ set(CPACK_PACKAGE_DESCRIPTION_SUMMARY "NeMo Gym and NeMo Lens metrics for unmodi
 # The synopsis is the summary; this is the extended description (CPack
 # indents it and turns empty lines into " .").
 set(CPACK_DEBIAN_PACKAGE_DESCRIPTION "libnemolens_preload.so, loaded into any dynamically linked program with
-LD_PRELOAD (or started with nemolens-run), records connection attempts and
-their waits, HTTP/1.x requests on both sides and memory of server process
+LD_PRELOAD (or started with nemolens-run), records connection attempts,
+their waits and the code that made them, HTTP/1.x requests on both sides and memory of server process
 trees, and exports them as OpenTelemetry metrics over OTLP/HTTP with NeMo
 Gym's names. libnemolens.so and its header give C programs NeMo Lens's record
 functions. A Grafana dashboard for Prometheus-type backends is included.
@@ -46,8 +47,9 @@ set(CPACK_DEBIAN_FILE_NAME DEB-DEFAULT)
 set(CPACK_DEBIAN_PACKAGE_SECTION devel)
 set(CPACK_DEBIAN_PACKAGE_PRIORITY optional)
 set(CPACK_DEBIAN_PACKAGE_SHLIBDEPS ON)
-# libcurl.so.4 is opened with dlopen: dpkg-shlibdeps cannot see it.
-set(CPACK_DEBIAN_PACKAGE_DEPENDS "libcurl4")
+# libcurl.so.4 and libunwind.so.8 are opened with dlopen: dpkg-shlibdeps
+# cannot see them.
+set(CPACK_DEBIAN_PACKAGE_DEPENDS "libcurl4, libunwind8")
 # The shlibs entry of the public libnemolens.so.0 (so packages linked with it
 # depend on this one), and the ldconfig trigger Debian wants for libraries in
 # the loader's directories.

@@ -3,8 +3,8 @@
 
 `cmake --build BUILD --target package` must write nemolens_<version>_<arch>.deb
 holding every installed file under /usr (libraries in the multiarch
-directory), with Depends computed from the binaries plus libcurl4 (opened with
-dlopen), and lintian must find no error in it. Installed with dpkg, the
+directory), with Depends computed from the binaries plus libcurl4 and libunwind8 (opened
+with dlopen), and lintian must find no error in it. Installed with dpkg, the
 package must work as a user would use it: `man nemolens-run` and `man 7 nemolens`
 show the manual pages, /usr/bin/nemolens-run finds the installed shim, and the demo's workload (gym_workload.py) started with it
 fills every panel of the installed dashboard in VictoriaMetrics; a C program builds against the installed header and library
@@ -118,8 +118,9 @@ class Package(unittest.TestCase):
 
     def test_depends_from_the_binaries_and_libcurl(self):
         depends = {d.strip().split()[0] for d in self.field("Depends").split(",")}
-        # libc, protobuf-c and zlib come from dpkg-shlibdeps; libcurl4 is dlopen'ed.
-        self.assertLessEqual({"libc6", "libprotobuf-c1", "zlib1g", "libcurl4"}, depends)
+        # libc, protobuf-c and zlib come from dpkg-shlibdeps; libcurl4 and
+        # libunwind8 are dlopen'ed.
+        self.assertLessEqual({"libc6", "libprotobuf-c1", "zlib1g", "libcurl4", "libunwind8"}, depends)
 
     def test_copyright_names_the_license(self):
         """Debian's machine-readable format (DEP-5), the Apache License 2.0."""
