@@ -40,7 +40,7 @@ struct nl_fork_handlers {
 };
 
 /* Registers `h` (static storage) for `part`. Only the first call per part
- * and process image does anything; later ones are one atomic load. Safe to
+ * and process image does anything; later ones are two atomic loads. Safe to
  * call from any thread, with signals blocked or not; not async-signal-safe
  * the first time (libc's registration). */
 void nl_fork_register(enum nl_fork_part part, const struct nl_fork_handlers *h);
