@@ -207,6 +207,21 @@ NL_LOAD_PATH static void invalid(const char *name, const char *value, const char
 		     strlen(value) > 40 ? "..." : "", expect);
 }
 
+/* A whole number from lo to hi, from variable name; def when it is unset,
+ * and (with a warning naming what is expected) when it is not one. */
+NL_LOAD_PATH static long env_range(const struct env *e, const char *name, long lo, long hi, long def,
+				   const char *expect)
+{
+	const char *v = env_get(e, name);
+	long n;
+	if (!v)
+		return def;
+	if (nl_parse_ms(v, &n) == 0 && n >= lo && n <= hi)
+		return n;
+	invalid(name, v, expect);
+	return def;
+}
+
 /* Reads the first of names[] that is set; returns whether one was valid.
  * The specification allows only "true" and "false" (any case) for OTEL_*
  * booleans; the shim's and NeMo Gym's own also take 1/0, yes/no, on/off. */
@@ -527,22 +542,9 @@ NL_LOAD_PATH static void load_http(struct nl_config *cfg, const struct env *e)
 		else
 			invalid("NEMOLENS_HTTP_ROUTE_UNMATCHED", v, "template, path, wildcard or unset");
 	}
-	cfg->http_route_cap = 256;
-	if ((v = env_get(e, "NEMOLENS_HTTP_ROUTE_LIMIT"))) {
-		long n;
-		if (nl_parse_ms(v, &n) == 0 && n >= 16 && n <= 4096)
-			cfg->http_route_cap = n;
-		else
-			invalid("NEMOLENS_HTTP_ROUTE_LIMIT", v, "a number from 16 to 4096");
-	}
-	cfg->http_route_segment_limit = NL_ROUTE_SEGMENT_LIMIT_DEFAULT;
-	if ((v = env_get(e, "NEMOLENS_HTTP_ROUTE_SEGMENT_LIMIT"))) {
-		long n;
-		if (nl_parse_ms(v, &n) == 0 && n >= 0 && n <= NL_ROUTE_SEGMENT_LIMIT_MAX)
-			cfg->http_route_segment_limit = n;
-		else
-			invalid("NEMOLENS_HTTP_ROUTE_SEGMENT_LIMIT", v, "a number from 0 to 100");
-	}
+	cfg->http_route_cap = env_range(e, "NEMOLENS_HTTP_ROUTE_LIMIT", 16, 4096, 256, "a number from 16 to 4096");
+	cfg->http_route_segment_limit = env_range(e, "NEMOLENS_HTTP_ROUTE_SEGMENT_LIMIT", 0, NL_ROUTE_SEGMENT_LIMIT_MAX,
+						  NL_ROUTE_SEGMENT_LIMIT_DEFAULT, "a number from 0 to 100");
 	/* As OpenTelemetry's Python instrumentations read it: a comma-separated
 	 * list in which http/dup asks for both the old and the stable names. */
 	if ((v = env_get(e, "OTEL_SEMCONV_STABILITY_OPT_IN"))) {
@@ -563,14 +565,8 @@ NL_LOAD_PATH static void load_http(struct nl_config *cfg, const struct env *e)
 	}
 	if (cfg->http_semconv_dup)
 		cfg->http_semconv_stable = false;       /* http/dup wins, as OpenTelemetry has it */
-	cfg->http_server_name_limit = 64;
-	if ((v = env_get(e, "NEMOLENS_HTTP_SERVER_NAME_LIMIT"))) {
-		long n;
-		if (nl_parse_ms(v, &n) == 0 && n >= 1 && n <= 250)
-			cfg->http_server_name_limit = n;
-		else
-			invalid("NEMOLENS_HTTP_SERVER_NAME_LIMIT", v, "a number from 1 to 250");
-	}
+	cfg->http_server_name_limit =
+		env_range(e, "NEMOLENS_HTTP_SERVER_NAME_LIMIT", 1, 250, 64, "a number from 1 to 250");
 	cfg->http_known_methods = env_keep(cfg, e, "OTEL_INSTRUMENTATION_HTTP_KNOWN_METHODS");
 	static const char *const gym[] = { "NEMOLENS_GYM_ENDPOINTS", NULL };
 	cfg->gym_endpoints = true;
@@ -595,14 +591,7 @@ NL_LOAD_PATH static void load_http(struct nl_config *cfg, const struct env *e)
 	cfg->call_sites = true;
 	if (env_bool(e, sites, &on))
 		cfg->call_sites = on;
-	cfg->call_sites_limit = 64;
-	if ((v = env_get(e, "NEMOLENS_CALL_SITES_LIMIT"))) {
-		long n;
-		if (nl_parse_ms(v, &n) == 0 && n >= 1 && n <= 250)
-			cfg->call_sites_limit = n;
-		else
-			invalid("NEMOLENS_CALL_SITES_LIMIT", v, "a number from 1 to 250");
-	}
+	cfg->call_sites_limit = env_range(e, "NEMOLENS_CALL_SITES_LIMIT", 1, 250, 64, "a number from 1 to 250");
 	if ((cfg->call_sites_skip = env_keep(cfg, e, "NEMOLENS_CALL_SITES_SKIP")))
 		nl_utf8_sanitize(cfg->call_sites_skip);
 }
@@ -622,14 +611,8 @@ NL_LOAD_PATH static void load_adopt(struct nl_config *cfg, const struct env *e)
 		else
 			invalid("NEMOLENS_ADOPT", v, "own, fold or off");
 	}
-	cfg->leftover_max_age_s = 86400;
-	if ((v = env_get(e, "NEMOLENS_LEFTOVER_MAX_AGE_S"))) {
-		long n;
-		if (nl_parse_ms(v, &n) == 0 && n >= 1 && n <= 30L * 86400)
-			cfg->leftover_max_age_s = n;
-		else
-			invalid("NEMOLENS_LEFTOVER_MAX_AGE_S", v, "seconds from 1 to 2592000 (30 days)");
-	}
+	cfg->leftover_max_age_s = env_range(e, "NEMOLENS_LEFTOVER_MAX_AGE_S", 1, 30L * 86400, 86400,
+					    "seconds from 1 to 2592000 (30 days)");
 	cfg->runtime_dir = env_keep(cfg, e, "XDG_RUNTIME_DIR");
 }
 
@@ -731,13 +714,8 @@ NL_LOAD_PATH void nl_config_load(struct nl_config *cfg, nl_getenv_fn get, const 
 		invalid("NEMO_GYM_OTEL_MEMORY_PROFILING_INTERVAL_SECONDS", v, "a positive number of seconds");
 	env_ms(&e, "NEMOLENS_MEMORY_SAMPLE_INTERVAL_MS", &cfg->memory_interval_ms, 10);
 
-	if ((v = env_get(&e, "NEMOLENS_CARDINALITY_LIMIT"))) {
-		long n;
-		if (nl_parse_ms(v, &n) == 0 && n >= 1 && n <= 100000)
-			cfg->cardinality_limit = (size_t)n;
-		else
-			invalid("NEMOLENS_CARDINALITY_LIMIT", v, "a number from 1 to 100000");
-	}
+	cfg->cardinality_limit = (size_t)env_range(&e, "NEMOLENS_CARDINALITY_LIMIT", 1, 100000,
+						   (long)cfg->cardinality_limit, "a number from 1 to 100000");
 
 	load_resource(cfg, &e);
 	cfg->destinations = env_keep(cfg, &e, "NEMOLENS_DESTINATIONS");
