@@ -114,15 +114,16 @@ static __attribute__((noinline)) void recheck(int fd, const struct sockaddr *add
 /* A counted connect() that is still in progress: the wait starts, and
  * the socket becomes an HTTP candidate in the same step. */
 static __attribute__((noinline)) void start_pending(struct nl_fd *e, int what, unsigned long long t0_ns,
-						    enum nl_fd_http follow)
+						    enum nl_fd_http follow, const void *caller)
 {
 	__atomic_store_n(&e->dest, (int16_t)what, __ATOMIC_RELAXED);   /* the fd may be another thread's a moment ago */
 	e->start_ns = t0_ns;
 	nl_fd_start_connecting(e, follow);
-	nl_conn_attempt(what);
+	nl_conn_attempt(what, caller);
 }
 
-int nl_acq_connect(int fd, const struct sockaddr *addr, socklen_t len, enum nl_fd_http follow)
+int nl_acq_connect(int fd, const struct sockaddr *addr, socklen_t len, enum nl_fd_http follow,
+		   const void *caller)
 {
 	NL_HOOK_SCOPE;
 	/* classify can only change errno when fd is not a socket, and then the
@@ -144,16 +145,16 @@ int nl_acq_connect(int fd, const struct sockaddr *addr, socklen_t len, enum nl_f
 	 * (state.h). */
 	nl_runtime_kick();
 	if (r == 0) {
-		nl_conn_attempt(what);   /* finished inside the call: no wait to record */
+		nl_conn_attempt(what, caller);   /* finished inside the call: no wait to record */
 		if (follow && e)
 			nl_follow_watch(e, follow, what);
 	} else if ((err == EINPROGRESS || err == EINTR) && e) {
-		start_pending(e, what, t0, follow);
+		start_pending(e, what, t0, follow, caller);
 	} else if (err != EISCONN && err != EALREADY) {
 		/* Failed inside the call: counted, no wait to record. Asked again
 		 * once settled (or of a socket a blocking call connected), the
 		 * answer is about the attempt already counted. */
-		nl_conn_attempt(what);
+		nl_conn_attempt(what, caller);
 	}
 	return r;
 }

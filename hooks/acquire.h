@@ -29,13 +29,14 @@
  * NL_DEST_NONE (not counted) or NL_ACQ_RECHECK; *entry is fd's table entry
  * (NULL when it has none). */
 int nl_acq_classify(int fd, const struct sockaddr *addr, socklen_t len, struct nl_fd **entry);
-/* The connect() hook's work around the real call: counts the attempt,
- * starts or settles a wait. A counted connect that did not fail at once
+/* The connect() hook's work around the real call: counts the attempt
+ * (made from caller, connect()'s return address), starts or settles a wait. A counted connect that did not fail at once
  * (connected, or still in progress) may carry HTTP requests: unless follow
  * is NL_HTTP_NONE, its bytes are then followed as follow (the wait's start
  * and the following are one update of the fd's entry). Returns what the
  * real connect() returned, with its errno. */
-int nl_acq_connect(int fd, const struct sockaddr *addr, socklen_t len, enum nl_fd_http follow);
+int nl_acq_connect(int fd, const struct sockaddr *addr, socklen_t len, enum nl_fd_http follow,
+		   const void *caller);
 /* After I/O on an fd that was NL_FD_CONNECTING: ok is whether the call
  * succeeded, errno is still the call's. Keeps errno. */
 void nl_acq_after_io(int fd, int ok) __attribute__((cold));

@@ -127,7 +127,8 @@ NL_EXPORT int connect(int fd, const struct sockaddr *addr, socklen_t len)
 {
 	if (!counting())
 		return NL_REAL(connect)(fd, addr, len);
-	return nl_acq_connect(fd, addr, len, nl_http_client_on ? NL_HTTP_CLIENT : NL_HTTP_NONE);
+	return nl_acq_connect(fd, addr, len, nl_http_client_on ? NL_HTTP_CLIENT : NL_HTTP_NONE,
+			      __builtin_return_address(0));
 }
 
 NL_EXPORT int getsockopt(int fd, int level, int name, void *val, socklen_t *len)

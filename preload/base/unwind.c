@@ -31,15 +31,16 @@ static struct {
 
 static bool resolve(void *h)
 {
-	static const char *const names[] = { "unw_backtrace",	    NAME_OF(unw_tdep_getcontext),
-					     NAME_OF(unw_init_local), NAME_OF(unw_init_local2),
-					     NAME_OF(unw_step),	    NAME_OF(unw_get_reg),
-					     NAME_OF(unw_set_reg),    NAME_OF(unw_get_proc_name) };
+	/* One string, the names one after another: an array of pointers would
+	 * cost the dynamic linker a relocation per name at every start. */
+	static const char names[] = "unw_backtrace\0" NAME_OF(unw_tdep_getcontext) "\0" NAME_OF(
+		unw_init_local) "\0" NAME_OF(unw_init_local2) "\0" NAME_OF(unw_step) "\0" NAME_OF(unw_get_reg) "\0" NAME_OF(unw_set_reg) "\0" NAME_OF(unw_get_proc_name);
 	void **slots[] = { (void **)&api.backtrace, (void **)&api.getcontext, (void **)&api.init_local,
 			   (void **)&api.init_local2, (void **)&api.step, (void **)&api.get_reg,
 			   (void **)&api.set_reg, (void **)&api.get_proc_name };
-	for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
-		if (!(*slots[i] = dlsym(h, names[i])))
+	const char *name = names;
+	for (size_t i = 0; i < sizeof slots / sizeof slots[0]; i++, name += strlen(name) + 1)
+		if (!(*slots[i] = dlsym(h, name)))
 			return false;
 	return true;
 }

@@ -2,6 +2,7 @@
 #include "callsite.h"
 
 #include <dlfcn.h>
+#include <sched.h>
 #include <errno.h>
 #include <link.h>
 #include <stdatomic.h>
@@ -13,8 +14,10 @@
 
 #include "check.h"
 #include "dest.h"
+#include "elfsym.h"
 #include "fork.h"
 #include "instruments.h"
+#include "loadpath.h"
 #include "registry.h"
 #include "state.h"
 #include "unwind.h"
@@ -42,17 +45,18 @@ struct site {
 	char object[96];     /* the shared object of a native frame, else "" */
 };
 
-static bool on;
-static long limit = 64;
-static char skip[512];   /* NEMOLENS_CALL_SITES_SKIP, as prefixes separated by commas */
+NL_LOAD_STATE static bool on;
+NL_LOAD_STATE static long limit = 64;
+NL_LOAD_STATE static const char *skip;   /* NEMOLENS_CALL_SITES_SKIP: prefixes separated by commas; NULL: default_skip */
 static struct nl_instrument *inst;
 static struct site sites[SITES_MAX];
 static _Atomic int n_sites;
 /* Taken to add a site, on the slow path only: a site is named once. */
 static atomic_flag adding = ATOMIC_FLAG_INIT;
-/* Each (site, destination)'s series, made by the first count; (void *)1
+/* Each (site, destination)'s series, made by the first count; MAKING
  * while a thread makes it. */
 static struct nl_series *_Atomic series[SITES_MAX][NL_DEST_SLOTS];
+#define MAKING ((struct nl_series *)1)
 /* Return address << 16 | what it is (PLUMBING, or site + FIRST_SITE). */
 static _Atomic uint64_t ips[IP_SLOTS];
 enum { PLUMBING = 1, OVER = 2, FIRST_SITE = 3 };
@@ -60,6 +64,7 @@ enum { PLUMBING = 1, OVER = 2, FIRST_SITE = 3 };
  * first frames are always the hook's. */
 static uintptr_t shim_lo, shim_hi;
 static pid_t self_pid;
+static char exe_name[96];   /* the program's file name, for its frames */
 
 /* Set by the adapter for its thread's next connect(): site + 1. */
 static __thread int python_next __attribute__((tls_model("initial-exec")));
@@ -71,11 +76,13 @@ static const char default_skip[] = "libcurl,libuv,libssl,libcrypto,libgnutls,lib
 				   "libevent,libev.,libresolv,libnss_,libgrpc,libzmq,libcares,"
 				   "libsoup,libgio,libpq,libmysqlclient,libmariadb,libhiredis";
 
-void nl_callsite_init(const struct nl_config *cfg)
+/* At load: two values and a pointer (the configuration outlives the
+ * process's recording); the list is read at a first look only. */
+NL_LOAD_PATH void nl_callsite_init(const struct nl_config *cfg)
 {
 	on = cfg->call_sites;
 	limit = cfg->call_sites_limit;
-	snprintf(skip, sizeof skip, "%s", cfg->call_sites_skip ? cfg->call_sites_skip : default_skip);
+	skip = cfg->call_sites_skip;
 }
 
 /* A fork child: its own pid (a child that no handler ran in is a vfork
@@ -89,7 +96,7 @@ static void atfork_child(void)
 	int n = atomic_load(&n_sites);
 	for (int i = 0; i < n && i < SITES_MAX; i++)
 		for (int d = 0; d < NL_DEST_SLOTS; d++)
-			if (atomic_load_explicit(&series[i][d], memory_order_relaxed) == (struct nl_series *)1)
+			if (atomic_load_explicit(&series[i][d], memory_order_relaxed) == MAKING)
 				atomic_store_explicit(&series[i][d], NULL, memory_order_relaxed);
 }
 
@@ -120,24 +127,34 @@ static struct nl_series *series_of(int site, int dest)
 		return nl_instrument_overflow(inst);
 	struct nl_series *_Atomic *slot = &series[site][dest];
 	struct nl_series *s = atomic_load_explicit(slot, memory_order_acquire);
-	if (s && s != (struct nl_series *)1)
+	if (s && s != MAKING)
 		return s;
-	if (s || !atomic_compare_exchange_strong(slot, &s, (struct nl_series *)1))
-		return nl_instrument_overflow(inst);   /* another thread is making it */
-	const struct site *x = &sites[site];
-	struct nl_attr a[5];
-	size_t n = 0;
-	a[n++] = NL_ATTR_S(ATTR_DEST, nl_dest_name(dest));
-	a[n++] = NL_ATTR_S("code.function.name", x->function);
-	if (x->file[0])
-		a[n++] = NL_ATTR_S("code.file.path", x->file);
-	if (x->line > 0)
-		a[n++] = NL_ATTR_I("code.line.number", x->line);
-	if (x->object[0])
-		a[n++] = NL_ATTR_S("nemolens.code.object", x->object);
-	s = nl_series_add_static(inst, a, n);
-	atomic_store_explicit(slot, s, memory_order_release);
-	return s;
+	if (!s && atomic_compare_exchange_strong(slot, &s, MAKING)) {
+		const struct site *x = &sites[site];
+		struct nl_attr a[5];
+		size_t n = 0;
+		a[n++] = NL_ATTR_S(ATTR_DEST, nl_dest_name(dest));
+		a[n++] = NL_ATTR_S("code.function.name", x->function);
+		if (x->file[0])
+			a[n++] = NL_ATTR_S("code.file.path", x->file);
+		if (x->line > 0)
+			a[n++] = NL_ATTR_I("code.line.number", x->line);
+		if (x->object[0])
+			a[n++] = NL_ATTR_S("nemolens.code.object", x->object);
+		s = nl_series_add_static(inst, a, n);
+		atomic_store_explicit(slot, s, memory_order_release);
+		return s;
+	}
+	/* Another thread makes it: a few hundred instructions, lock-free. The
+	 * wait is bounded, since that thread may be the one this thread's
+	 * signal handler interrupted; past it, the overflow series. */
+	for (int i = 0; i < 1000; i++) {
+		s = atomic_load_explicit(slot, memory_order_acquire);
+		if (s != MAKING)
+			return s;
+		sched_yield();
+	}
+	return nl_instrument_overflow(inst);
 }
 
 static void count(int site, int dest)
@@ -252,21 +269,24 @@ static const char *base_name(const char *path)
 	return s ? s + 1 : path;
 }
 
-/* Whether the object named name (a file name) is plumbing: libc, the loader,
- * or a library of the skip list (prefixes, comma separated). */
-static bool is_plumbing(const char *name)
+/* Whether name starts with one of the prefixes of list (comma separated). */
+static bool prefixed(const char *name, const char *list)
 {
-	static const char *const always[] = { "libc.so", "ld-linux", "libpthread", "libunwind", "libdl." };
-	for (size_t i = 0; i < sizeof always / sizeof *always; i++)
-		if (strncmp(name, always[i], strlen(always[i])) == 0)
-			return true;
-	for (const char *p = skip; *p;) {
+	for (const char *p = list; *p;) {
 		size_t n = strcspn(p, ",");
 		if (n && strncmp(name, p, n) == 0)
 			return true;
 		p += n + (p[n] == ',');
 	}
 	return false;
+}
+
+/* Whether the object named name (a file name) is plumbing: libc, the loader,
+ * or a library of the skip list. */
+static bool is_plumbing(const char *name)
+{
+	return prefixed(name, "libc.so,ld-linux,libpthread,libunwind,libdl.") ||
+	       prefixed(name, skip ? skip : default_skip);
 }
 
 /* What the frame of return address ip is, found out (and cached). */
@@ -277,14 +297,25 @@ static unsigned classify(uintptr_t ip)
 		return PLUMBING;   /* not in any object: generated code; look further out */
 	const char *path = d.dlfo_link_map->l_name;
 	bool main_program = !path || !*path;
-	const char *object = main_program ? program_invocation_short_name : base_name(path);
+	if (main_program) {
+		path = "/proc/self/exe";
+		if (!exe_name[0]) {
+			char exe[256];
+			ssize_t n = readlink(path, exe, sizeof exe - 1);
+			exe[n > 0 ? n : 0] = '\0';
+			const char *b = n > 0 ? base_name(exe) : program_invocation_short_name;
+			size_t k = strnlen(b, sizeof exe_name - 1);
+			memcpy(exe_name, b, k);
+			exe_name[k] = '\0';
+		}
+	}
+	const char *object = main_program ? exe_name : base_name(path);
 	if (!main_program && is_plumbing(object))
 		return PLUMBING;
 	char name[160];
-	uintptr_t off;
 	/* ip - 1: the call instruction, in the caller even when the call is the
 	 * last instruction of its function. */
-	if (nl_unwind_symbol((const void *)(ip - 1), name, sizeof name, &off))
+	if (nl_elf_symbol(path, d.dlfo_link_map->l_addr, ip - 1, name, sizeof name))
 		name[strcspn(name, ".")] = '\0';   /* the compiler's copies: f.isra.0, f.constprop.1, f.cold */
 	else
 		snprintf(name, sizeof name, "%s+0x%lx", object, (unsigned long)(ip - (uintptr_t)d.dlfo_link_map->l_addr));
@@ -340,6 +371,19 @@ static __attribute__((noinline)) int slow_path(void)
 	return site;
 }
 
+/* The call site of a connect() whose caller (the hook's return address)
+ * was not met before: it is classified, without unwinding. */
+static __attribute__((noinline)) unsigned first_look(uintptr_t caller)
+{
+	if (busy || getpid() != self_pid)
+		return 0;   /* see slow_path */
+	busy = 1;
+	unsigned what = classify(caller);
+	remember(caller, what);
+	busy = 0;
+	return what;
+}
+
 /* The call site of this thread's stack. */
 static int native_site(void)
 {
@@ -363,7 +407,7 @@ static int native_site(void)
 	return SITE_UNKNOWN;
 }
 
-void nl_callsite_count(int dest)
+void nl_callsite_count(int dest, const void *caller)
 {
 	if (!inst)
 		return;
@@ -371,8 +415,18 @@ void nl_callsite_count(int dest)
 	if (python_next) {
 		site = python_next - 1;
 	} else {
+		/* Most connect() calls come straight from the code that wants the
+		 * connection: its return address is the answer, and no stack is
+		 * unwound. Only a caller that is plumbing (libcurl, an
+		 * interpreter's socket module) needs the frames further out. */
 		NL_KEEP_ERRNO;
-		site = native_site();
+		unsigned what = cached((uintptr_t)caller);
+		if (!what)
+			what = first_look((uintptr_t)caller);
+		if (what == PLUMBING || !what)
+			site = what ? native_site() : SITE_UNKNOWN;
+		else
+			site = what == OVER ? SITE_OVER : (int)what - FIRST_SITE;
 	}
 	count(site, dest);
 }

@@ -8,10 +8,12 @@
  *   native code   the first frame from connect() outward that is not
  *                 plumbing: libc, the dynamic loader, the shim, and the
  *                 networking libraries of NEMOLENS_CALL_SITES_SKIP (libcurl,
- *                 libuv, OpenSSL...). The stack comes from libunwind's fast
- *                 path; each return address is classified once and cached,
- *                 so a connect() from a known call site costs the unwinding
- *                 and a hash probe per frame.
+ *                 libuv, OpenSSL...). Usually that is connect()'s caller,
+ *                 whose return address the hook passes down: no unwinding.
+ *                 When the caller is plumbing, the stack comes from
+ *                 libunwind's fast path (libunwind is opened then). Each
+ *                 return address is classified once and cached; a name
+ *                 comes from the object file's symbol table (elfsym.h).
  *   Python        the adapter names the Python frame (module.qualname, file,
  *                 line) just before the socket's connect and the count takes
  *                 that name instead of the interpreter's native frames.
@@ -33,9 +35,11 @@ void nl_callsite_init(const struct nl_config *cfg);
  * the process's other instruments, at its first record. */
 void nl_callsite_register(void);
 
-/* A connect() to destination dest was counted: count its call site. From
- * the connect hook; never blocks, never waits for another thread. */
-void nl_callsite_count(int dest);
+/* A connect() to destination dest was counted: count its call site.
+ * caller is the return address of the connect() call (the first frame
+ * outside the shim). From the connect hook; never blocks, and waits for
+ * another thread only while that one loads libunwind (at most 100 ms). */
+void nl_callsite_count(int dest, const void *caller);
 
 /* The call site of the Python adapter's frame (function as module.qualname,
  * file, line; file may be NULL, line 0 when unknown): its number, or -1 when

@@ -75,10 +75,10 @@ static void count(const struct attempt_series *set, int dest)
 		nl_counter_add(s, 1);
 }
 
-void nl_conn_attempt(int dest)
+void nl_conn_attempt(int dest, const void *caller)
 {
 	count(atomic_load_explicit(&attempts, memory_order_acquire), dest);
-	nl_callsite_count(dest);
+	nl_callsite_count(dest, caller);
 }
 
 void nl_conn_pool_acquire(int dest) { count(&connect_set, dest); }

@@ -17,8 +17,10 @@ void nl_connmetrics_init(void);
 
 /* One connect() attempt to destination dest (an index from dest.h): into
  * connect_total, or into nemolens.connection.opened once a pool adapter is
- * active (connect_total then counts the adapter's acquisitions). */
-void nl_conn_attempt(int dest);
+ * active (connect_total then counts the adapter's acquisitions); and into
+ * its call site's count (callsite.h), caller being where connect() was
+ * called from. */
+void nl_conn_attempt(int dest, const void *caller);
 /* One acquisition of a connection from a client's pool, seen by a language
  * adapter (adapter.h): NeMo Gym's connect_total. */
 void nl_conn_pool_acquire(int dest);

@@ -125,6 +125,9 @@ static const char *const ALL_VARS[] = {
 	"NEMOLENS_GENAI",
 	"NEMOLENS_GENAI_PATHS",
 	"NEMOLENS_GENAI_PROVIDER",
+	"NEMOLENS_CALL_SITES",
+	"NEMOLENS_CALL_SITES_LIMIT",
+	"NEMOLENS_CALL_SITES_SKIP",
 	"OTEL_RESOURCE_ATTRIBUTES",
 	"OTEL_SERVICE_NAME",
 	"NEMOLENS_DESTINATIONS",
@@ -326,6 +329,27 @@ Test(config, http_defaults_and_values)
 	env_set("NEMOLENS_GENAI", "");
 	env_set("NEMOLENS_GENAI_PATHS", "");
 	env_set("NEMOLENS_GENAI_PROVIDER", "");
+
+	load(&c);
+	cr_assert(c.call_sites, "call sites are on by default");
+	cr_assert_eq(c.call_sites_limit, 64);
+	cr_assert_null(c.call_sites_skip, "NULL: the built-in list");
+	nl_config_free(&c);
+	env_set("NEMOLENS_CALL_SITES", "off");
+	env_set("NEMOLENS_CALL_SITES_LIMIT", "5");
+	env_set("NEMOLENS_CALL_SITES_SKIP", "libcurl,libmine");
+	load(&c);
+	cr_assert_not(c.call_sites);
+	cr_assert_eq(c.call_sites_limit, 5);
+	cr_assert_str_eq(c.call_sites_skip, "libcurl,libmine");
+	nl_config_free(&c);
+	env_set("NEMOLENS_CALL_SITES_LIMIT", "251");
+	load(&c);
+	cr_assert_eq(c.call_sites_limit, 64, "out of range: the default");
+	nl_config_free(&c);
+	env_set("NEMOLENS_CALL_SITES", "");
+	env_set("NEMOLENS_CALL_SITES_LIMIT", "");
+	env_set("NEMOLENS_CALL_SITES_SKIP", "");
 
 	env_set("NEMOLENS_HTTP", "server");
 	env_set("NEMOLENS_HTTP_ROUTE_UNMATCHED", "path");
