@@ -37,6 +37,8 @@
  * takes glibc's cancellation-point path in close, accept, connect, send and
  * recv; the shim's exporter thread puts a program on that path, and the bench
  * compares against the program with a thread of its own to tell the two apart.
+ *   connect_site   a blocking connect from a call site already known to the
+ *                  shim (one connect before the first counted call)
  *   conn_life      one connection's whole life: socket, connect, accept and the
  *                  two closes, each an op_* call (run without a destination rule)
  *   read_untracked_http send_tcp_http
@@ -76,6 +78,15 @@ OP int op_connect_nb(int fd, const struct sockaddr_in *a)
 	getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len);
 	return err ? -1 : 0;
 }
+/* The call site of connect_site: a frame of its own below op_connect_site,
+ * so that one connect outside op_* (not counted) makes it known first. */
+__attribute__((noinline)) static int site_connect(int fd, const struct sockaddr_in *a)
+{
+	int r = connect(fd, (const struct sockaddr *)a, sizeof *a);
+	__asm__ volatile("" ::: "memory");
+	return r;
+}
+OP int op_connect_site(int fd, const struct sockaddr_in *a) { return site_connect(fd, a); }
 OP int op_close(int fd) { return close(fd); }
 OP long op_syscall(void) { return syscall(SYS_getppid); }
 OP int op_socket(void) { return socket(AF_INET, SOCK_STREAM, 0); }
@@ -213,6 +224,16 @@ int main(int argc, char **argv)
 		for (long i = 0; i < n; i++) {
 			int c = socket(AF_INET, SOCK_STREAM | (nb ? SOCK_NONBLOCK : 0), 0);
 			if ((nb ? op_connect_nb(c, &a) : op_connect(c, &a)) != 0)
+				bad++;
+			int s = accept(l, 0, 0);
+			rst_close(c);
+			close(s);
+		}
+	} else if (!strcmp(op, "connect_site")) {
+		for (long i = 0; i <= n; i++) {
+			int c = socket(AF_INET, SOCK_STREAM, 0);
+			/* The first round makes the call site known, outside op_*. */
+			if ((i ? op_connect_site(c, &a) : site_connect(c, &a)) != 0)
 				bad++;
 			int s = accept(l, 0, 0);
 			rst_close(c);

@@ -35,6 +35,7 @@ rc=$?
 rows=(
 	"instr/call: connect, tracked dest (blocking, named rule)"
 	"instr/call: connect, tracked dest, non-blocking + SO_ERROR settle"
+	"instr/call: connect, tracked dest, from a known call site (call sites on)"
 	"instr/call: close, tracked TCP socket"
 	"instr/call: send, tracked TCP socket"
 	"instr/call: recv, tracked TCP socket"
@@ -69,6 +70,7 @@ rows=(
 	"wall: loopback connect+accept+close (tracked dest)"
 	"wall: socketpair 1-byte ping-pong (untracked)"
 	"wall: loopback TCP 1-byte ping-pong (tracked)"
+	"wall: a process's first connect(), call sites off -> on"
 	"nginx keep-alive: throughput"
 	"nginx keep-alive: p99 latency"
 	"nginx connection per request: throughput"
