@@ -16,7 +16,8 @@ slot is free is timed.
 It imports nothing of the program's, and is not even loaded until the
 program needs it: the start-up hook next to it (sitecustomize.py) puts a
 finder on sys.meta_path that loads this package when the program itself
-imports aiohttp or httpcore (httpx's transport), and calls find_spec below,
+imports aiohttp, httpcore (httpx's transport) or socket (for the call sites
+of connections, _callsite.py), and calls find_spec below,
 which patches the package once it has been executed. Its rule is never to harm the program: any failure turns
 that library's adapter off, with one line in the shim's log, and no
 exception ever reaches the program.
