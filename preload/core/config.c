@@ -698,6 +698,10 @@ NL_LOAD_PATH void nl_config_load(struct nl_config *cfg, nl_getenv_fn get, const 
 		cfg->metrics_enabled = on;
 	if (env_bool(&e, memory, &on))
 		cfg->memory_profiling = on;
+	static const char *const crash[] = { "NEMOLENS_CRASH_REPORT", NULL };
+	cfg->crash_report = true;
+	if (env_bool(&e, crash, &on))
+		cfg->crash_report = on;
 
 	load_exporter(cfg, &e);
 	env_ms(&e, "OTEL_METRIC_EXPORT_INTERVAL", &cfg->export_interval_ms, 1);

@@ -54,6 +54,7 @@ struct nl_config {
 	char *log_path;                 /* NEMOLENS_LOG_PATH: NULL (default), "stderr" or an absolute path */
 	bool outermost;                 /* no shim ancestor: NL_ENV_OUTERMOST unset or this process */
 	enum nl_log_level log_level;
+	bool crash_report;              /* NEMOLENS_CRASH_REPORT: a fault in the shim is reported (crash.h) */
 	/* The HTTP layer (NEMOLENS_HTTP and friends; docs/metrics.md, "HTTP requests"). */
 	bool http_server;               /* parse accepted sockets */
 	bool http_client;               /* parse connected TCP sockets */

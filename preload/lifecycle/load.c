@@ -17,6 +17,7 @@
 #include "nemolens.h"
 #include "runtime.h"
 #ifdef NL_WITH_HOOKS
+#include "crash.h"
 #include "python.h"
 
 /* The shim links without the compiler's start files (CMakeLists.txt). This
@@ -53,6 +54,14 @@ __attribute__((constructor)) static void nl_load(void)
 	if (!nl_runtime_load())
 		return;
 #ifdef NL_WITH_HOOKS
+	/* Only in the preloaded shim, whose hooks show the program SIG_DFL in
+	 * place of the handler (hooks/signal.c); libnemolens.so interposes
+	 * nothing and leaves the program's signals alone. */
+	if (nl_runtime_crash_report())
+		nl_crash_install();
+#ifdef NL_CRASH_TEST
+	nl_crash_test_fault();
+#endif
 	nl_python_setup();
 #endif
 	nl_runtime_start();

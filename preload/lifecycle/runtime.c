@@ -866,6 +866,8 @@ NL_LOAD_PATH bool nl_runtime_load(void)
 	return true;
 }
 
+NL_LOAD_PATH bool nl_runtime_crash_report(void) { return cfg.crash_report; }
+
 NL_LOAD_PATH void nl_runtime_start(void)
 {
 	/* Memory profiling is an explicit opt-in and has to run without any

@@ -11,6 +11,9 @@
  * and starts recording (nl_recording). Keeps nothing of errno. Returns
  * whether the shim records. */
 bool nl_runtime_load(void);
+/* Whether the configuration asks for crash reports (NEMOLENS_CRASH_REPORT);
+ * after nl_runtime_load returned true. */
+bool nl_runtime_crash_report(void);
 /* Starts what must run without any record to start it (the memory sampler's
  * thread). Called last by the constructor, once it has changed the
  * environment (nl_python_setup): no thread of ours runs before that, so

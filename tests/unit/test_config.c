@@ -139,6 +139,7 @@ static const char *const ALL_VARS[] = {
 	"NEMO_GYM_OTEL_SERVICE_NAME_PER_SERVER",
 	"NEMOLENS_LOG_LEVEL",
 	"NEMOLENS_LOG_PATH",
+	"NEMOLENS_CRASH_REPORT",
 	"NEMOLENS_OUTERMOST_PID",
 	"NEMOLENS_ADOPT",
 	"NEMOLENS_LEFTOVER_MAX_AGE_S",
@@ -166,6 +167,7 @@ static void assert_scalar_defaults(const struct nl_config *c)
 	cr_assert_eq(c->memory_interval_ms, 1000);
 	cr_assert_eq(c->cardinality_limit, 2000);
 	cr_assert_eq(c->log_level, NL_LOG_WARN);
+	cr_assert(c->crash_report);
 	cr_assert_eq(c->adopt, NL_ADOPT_OWN);
 	cr_assert_eq(c->leftover_max_age_s, 86400);
 }
@@ -188,6 +190,23 @@ Test(config, adopt_modes_and_leftover_age)
 	env_set("NEMOLENS_ADOPT", "sometimes");
 	load(&c);
 	cr_assert_eq(c.adopt, NL_ADOPT_OWN, "invalid: the default");
+	nl_config_free(&c);
+}
+
+Test(config, crash_report_on_unless_turned_off)
+{
+	struct nl_config c;
+	env_set("NEMOLENS_CRASH_REPORT", "false");
+	load(&c);
+	cr_assert_not(c.crash_report);
+	nl_config_free(&c);
+	env_set("NEMOLENS_CRASH_REPORT", "off");
+	load(&c);
+	cr_assert_not(c.crash_report);
+	nl_config_free(&c);
+	env_set("NEMOLENS_CRASH_REPORT", "sometimes");
+	load(&c);
+	cr_assert(c.crash_report, "invalid: the default");
 	nl_config_free(&c);
 }
 
