@@ -1,12 +1,12 @@
 # SPDX-License-Identifier: Apache-2.0
 # After each link of libnemolens_preload.so: every function that a file in
-# hooks/ defines with NL_EXPORT is a dynamic symbol of the .so. A hook left
+# hooks/ defines with NL_EXPORT (or NL_EXPORT_COLD) is a dynamic symbol of the .so. A hook left
 # out of preload/base/interposed.h would be made local by the version script
 # and silently never called; this makes it a build error instead.
 file(GLOB hook_files ${HOOKS_DIR}/*.c)
 set(defined "")
 foreach(f ${hook_files})
-  file(STRINGS ${f} lines REGEX "^NL_EXPORT ")
+  file(STRINGS ${f} lines REGEX "^NL_EXPORT(_COLD)? ")
   foreach(l ${lines})
     string(REGEX MATCH "([A-Za-z_0-9]+)\\(" m "${l}")
     list(APPEND defined ${CMAKE_MATCH_1})

@@ -8,4 +8,7 @@
 #include "loadpath.h"
 
 #define NL_EXPORT __attribute__((visibility("default"))) NL_ENTRY_PATH
+/* Hooks of functions that programs call rarely (NL_REAL_FUNCS_COLD): with
+ * the rest of the code, out of the load path's pages. */
+#define NL_EXPORT_COLD __attribute__((visibility("default")))
 #endif

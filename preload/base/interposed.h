@@ -48,6 +48,13 @@
 	X(int, getaddrinfo, (const char *a, const char *b, const struct addrinfo *c, struct addrinfo **d), \
 	  (a, b, c, d))
 
+/* Interposed functions that programs call rarely, and never on the load
+ * path: their first-call stubs and resolvers go with the rest of the code,
+ * not with the load path (loadpath.h). Same X as NL_REAL_FUNCS. */
+#define NL_REAL_FUNCS_COLD(X)                                                                          \
+	X(int, sigaction, (int a, const struct sigaction *b, struct sigaction *c), (a, b, c))          \
+	X(nl_sighandler, signal, (int a, nl_sighandler b), (a, b))
+
 /* The OpenSSL (libssl 3) functions the shim interposes: not libc's, so they
  * have a resolver of their own (real_ssl.h), which finds libssl lazily: a
  * program that never loads it pays nothing. They are exported like the libc

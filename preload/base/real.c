@@ -41,6 +41,18 @@ NL_LOAD_PATH static void *resolve(const char *name)
 NL_REAL_FUNCS(NL_REAL_DEFINE)
 #undef NL_REAL_DEFINE
 
+#define NL_REAL_DEFINE_COLD(ret, name, params, args)                                   \
+	nl_##name##_fn nl_resolve_##name(void)                                         \
+	{                                                                              \
+		nl_##name##_fn f = (nl_##name##_fn)resolve(#name);                     \
+		__atomic_store_n(&nl_real_##name##_ptr, f, __ATOMIC_RELEASE);          \
+		return f;                                                              \
+	}                                                                              \
+	static ret first_##name params { return nl_resolve_##name() args; }            \
+	nl_##name##_fn nl_real_##name##_ptr = first_##name;
+NL_REAL_FUNCS_COLD(NL_REAL_DEFINE_COLD)
+#undef NL_REAL_DEFINE_COLD
+
 NL_REAL_FUNCS_BY_HAND(NL_REAL_RESOLVER)
 
 /* fcntl's third argument is an int or a pointer depending on the command;

@@ -27,11 +27,17 @@
 
 #include "interposed.h"
 
+/* sigaction's and signal's types, without <signal.h>, which would declare
+ * syscall() for the file that defines its own (hooks/syscall.c). */
+struct sigaction;
+typedef void (*nl_sighandler)(int);
+
 #define NL_REAL_DECLARE(ret, name, params, ...)             \
 	typedef ret(*nl_##name##_fn) params;                \
 	extern nl_##name##_fn nl_real_##name##_ptr;         \
 	nl_##name##_fn nl_resolve_##name(void);
 NL_REAL_FUNCS(NL_REAL_DECLARE)
+NL_REAL_FUNCS_COLD(NL_REAL_DECLARE)
 NL_REAL_FUNCS_BY_HAND(NL_REAL_DECLARE)
 #undef NL_REAL_DECLARE
 
