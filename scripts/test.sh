@@ -66,10 +66,10 @@ built() { ! grep -qx "$1" "$others_failed"; }
 while read -r f; do failed+=("$f"); done <"$others_failed"
 
 if built "asan build"; then
-	run "unit and integration tests (ASan+UBSan build)" ctest --test-dir build-asan --output-on-failure -L "unit|integration" -LE real
+	run "unit and integration tests (ASan+UBSan build)" ctest --test-dir build-asan --output-on-failure -L "unit|integration" -LE "real|no-sanitizer"
 fi
 if built "tsan build"; then
-	run "integration tests (TSan build)" ctest --test-dir build-tsan --output-on-failure -L integration -LE "real|no-tsan"
+	run "integration tests (TSan build)" ctest --test-dir build-tsan --output-on-failure -L integration -LE "real|no-tsan|no-sanitizer"
 fi
 if built "fuzz build"; then
 	run "fuzz targets" ctest --test-dir build-fuzz --output-on-failure -L fuzz
