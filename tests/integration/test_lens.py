@@ -28,6 +28,7 @@ BUILD = os.path.dirname(os.path.abspath(harness.BIN))
 EXAMPLE = os.path.join(BUILD, "examples", "nemolens_example")
 EXAMPLES_SRC = os.path.join(os.path.abspath(harness.SRC), "examples")
 CONNECT_TOTAL = "gym.http.connection_pool.connect_total"
+CALL_SITE = "nemolens.connection.call_site"
 DURATION_S_BOUNDS = [0.01, 0.02, 0.04, 0.08, 0.16, 0.32, 0.64, 1.28, 2.56, 5.12, 10.24, 20.48, 40.96, 81.92]
 TOKEN_BOUNDS = [1, 4, 16, 64, 256, 1024, 4096, 16384, 65536, 262144, 1048576, 4194304, 16777216, 67108864]
 GYM_BOUNDS = [100, 250, 500, 1000, 2500, 5000, 10000, 30000, 60000, 120000, 300000, 600000, 1200000, 1800000,
@@ -114,7 +115,7 @@ class LensTestCase(unittest.TestCase):
                 for rm in req.resource_metrics:
                     for sm in rm.scope_metrics:
                         self.assertEqual(sm.scope.name, "nemo.lens")
-        unexpected = lens_metric_names(sink) - set(EXAMPLE_UNITS) - {CONNECT_TOTAL}
+        unexpected = lens_metric_names(sink) - set(EXAMPLE_UNITS) - {CONNECT_TOTAL, CALL_SITE}
         self.assertEqual(unexpected, set())
 
 
@@ -161,6 +162,8 @@ class LinkedCExample(LensTestCase):
         got = {attrs(p)["nemo.gym.http.destination.server.name"]: p.as_int
                for _, _, p in self.sink.latest_by_instance(CONNECT_TOTAL)}
         self.assertEqual(got, {"backend": 1})
+        sites = {attrs(p)["code.function.name"]: p.as_int for _, _, p in self.sink.latest_by_instance(CALL_SITE)}
+        self.assertEqual(list(sites.values()), [1], sites)
 
     def test_disabled(self):
         env = self.env(preload=False)
