@@ -552,17 +552,39 @@ static int write_inst(const struct inst *in, FILE *out)
 		return -1;
 	}
 	size_t n_cols = 0;
-	bool first_constant = true;
+	/* The attributes every row shares, on "all:" lines of their own: as
+	 * many key=value items a line as fit the width, an item wider than a
+	 * line cut with an ellipsis. */
+	static const char lead[] = "  all: ", more[] = "       ";
+	size_t line = 0;
+	bool started = false;
 	for (size_t k = 0; k < in->n_keys; k++) {
 		const char *v = in->n > 1 ? constant_value(in, in->keys[k]) : NULL;
 		if (!v) {
 			cols[n_cols++] = in->keys[k];
 			continue;
 		}
-		fprintf(out, "%s%s=%s", first_constant ? "  all: " : ", ", short_key(in->keys[k], in->name), v);
-		first_constant = false;
+		const char *key = short_key(in->keys[k], in->name);
+		size_t w = width_of(key) + 1 + width_of(v);
+		if (line && line + 2 + w > NL_SUMMARY_WIDTH) {
+			fputc('\n', out);
+			line = 0;
+		}
+		if (!line) {
+			fputs(started ? more : lead, out);
+			line = sizeof lead - 1;
+			started = true;
+		} else {
+			fputs(", ", out);
+			line += 2;
+		}
+		char item[512];
+		snprintf(item, sizeof item, "%s=%s", key, v);
+		size_t room = NL_SUMMARY_WIDTH - line;
+		put_field(out, item, w < room ? w : room, true);
+		line += w < room ? w : room;
 	}
-	if (!first_constant)
+	if (line)
 		fputc('\n', out);
 	for (size_t c = 0; c < n_cols; c++)
 		heads[c] = short_key(cols[c], in->name);

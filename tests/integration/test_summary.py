@@ -9,7 +9,7 @@ histogram_quantile answers over the same buckets); and the counts must be
 those of the requests the client made.
 
 The tables are parsed as a reader sees them: a title line "name (unit,
-kind)", an optional "all: key=value, ..." line of values every row shares,
+kind)", optional "all: key=value, ..." lines of values every row shares,
 a header line and rows whose fields are separated by two or more spaces.
 """
 import json
@@ -80,10 +80,15 @@ def parse_tables(text):
         i += 1
         shared = {}
         if i < len(lines) and lines[i].startswith("  all: "):
-            for kv in lines[i][len("  all: "):].split(", "):
+            items = lines[i][len("  all: "):]
+            i += 1
+            # Items that did not fit go on lines of their own, indented.
+            while i < len(lines) and re.match(r"^ {7}\S", lines[i]):
+                items += ", " + lines[i].strip()
+                i += 1
+            for kv in items.split(", "):
                 k, v = kv.split("=", 1)
                 shared[k] = v
-            i += 1
         header = re.split(r"\s{2,}", lines[i].strip())
         i += 1
         rows = []

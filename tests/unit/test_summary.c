@@ -281,6 +281,34 @@ Test(summary, long_values_are_cut_to_the_width)
 	cr_expect_eq(lines, 5);
 }
 
+Test(summary, shared_values_wrap_within_the_width)
+{
+	/* Three attributes every row shares, 60 and 70 and 200 columns wide: one
+	 * "all:" line cannot hold them; each starts a line of its own, the
+	 * widest cut with an ellipsis. */
+	char v1[61], v2[71], v3[201];
+	memset(v1, 'a', 60), v1[60] = 0;
+	memset(v2, 'b', 70), v2[70] = 0;
+	memset(v3, 'c', 200), v3[200] = 0;
+	struct nl_attr a[4] = { NL_ATTR_S("one", v1), NL_ATTR_S("two", v2), NL_ATTR_S("three", v3),
+				NL_ATTR_S("site", "f") };
+	struct nl_attr b[4] = { NL_ATTR_S("one", v1), NL_ATTR_S("two", v2), NL_ATTR_S("three", v3),
+				NL_ATTR_S("site", "g") };
+	struct nl_point p[2] = { { .attrs = a, .n_attrs = 4, .ivalue = 5 }, { .attrs = b, .n_attrs = 4, .ivalue = 1 } };
+	struct nl_metric m = { .name = "c", .unit = "", .kind = NL_COUNTER, .points = p, .n_points = 2 };
+	struct nl_snapshot snap = { .metrics = &m, .n_metrics = 1 };
+	struct nl_summary *s = nl_summary_new();
+	cr_assert_eq(nl_summary_add(s, &snap), 0);
+	write_out(s);
+	nl_summary_free(s);
+
+	cr_expect(strstr(text, "  all: one=aaa"), "%s", text);
+	cr_expect(strstr(text, "\n       two=bbb"), "%s", text);
+	cr_expect(strstr(text, "\n       three=ccc") && strstr(text, "c\u2026\n"), "%s", text);
+	for (char *l = strtok(text, "\n"); l; l = strtok(NULL, "\n"))
+		cr_expect_leq(columns(l), NL_SUMMARY_WIDTH, "%zu columns: %s", columns(l), l);
+}
+
 Test(summary, nothing_recorded_says_so)
 {
 	struct nl_summary *s = nl_summary_new();
