@@ -516,7 +516,8 @@ class NothingLost(harness.ShimTestCase):
     # ---- NEMOLENS_ADOPT=fold -----------------------------------------------
 
     def series_at_sink(self):
-        """Distinct (resource, metric, attributes): what a backend stores."""
+        """Distinct (resource, metric, attributes): what a backend stores;
+        and how many metrics they belong to."""
         series = set()
         with self.sink.lock:
             for req in self.sink.requests:
@@ -526,7 +527,7 @@ class NothingLost(harness.ShimTestCase):
                         for m in sm.metrics:
                             for pt in getattr(m, m.WhichOneof("data")).data_points:
                                 series.add((res, m.name, frozenset((a.key, str(a.value)) for a in pt.attributes)))
-        return len(series)
+        return len(series), len({name for _, name, _ in series})
 
     def test_fold_mode_bounds_series_churn(self):
         n = int(os.environ.get("NL_FOLD_CHILDREN", "30" if TSAN else "100" if SANITIZED else "400")) // self.scale
@@ -540,13 +541,15 @@ class NothingLost(harness.ShimTestCase):
             finals = self.finals()
             self.assert_one_pid_each(finals)
             self.assertEqual(sum(v for _, _, v in finals.values()), n + 1, mode)
-            counts[mode] = self.series_at_sink()
+            counts[mode], metrics = self.series_at_sink()
             print(f"\n  NEMOLENS_ADOPT={mode}: {n} short-lived children (half exit, half _exit): "
                   f"{counts[mode]} series at the backend, {len(finals)} instances, "
                   f"{time.monotonic() - t0:.1f} s", file=sys.stderr)
             self.assertEqual(self.files(), [])
         self.assertGreaterEqual(counts["own"], n + 1)
-        self.assertEqual(counts["fold"], 1, "everything folded into the parent's one series")
+        # connect_total and the call site of the children's one connect() line.
+        self.assertEqual(metrics, 2)
+        self.assertEqual(counts["fold"], metrics, "everything folded into the parent's one series per metric")
 
 
 if __name__ == "__main__":
