@@ -48,7 +48,8 @@ struct site {
 NL_LOAD_STATE static bool on;
 NL_LOAD_STATE static long limit = 64;
 NL_LOAD_STATE static const char *skip;   /* NEMOLENS_CALL_SITES_SKIP: prefixes separated by commas; NULL: default_skip */
-static struct nl_instrument *inst;
+/* Set last by nl_callsite_register: counting starts once it is there. */
+static struct nl_instrument *_Atomic inst;
 static struct site sites[SITES_MAX];
 static _Atomic int n_sites;
 /* Taken to add a site, on the slow path only: a site is named once. */
@@ -85,6 +86,12 @@ NL_LOAD_PATH void nl_callsite_init(const struct nl_config *cfg)
 	skip = cfg->call_sites_skip;
 }
 
+static const char *base_name(const char *path)
+{
+	const char *s = strrchr(path, '/');
+	return s ? s + 1 : path;
+}
+
 /* A fork child: its own pid (a child that no handler ran in is a vfork
  * child, see slow_path), and what another thread of the parent was making
  * at the fork made again when needed. A site is counted in n_sites only
@@ -102,7 +109,7 @@ static void atfork_child(void)
 
 void nl_callsite_register(void)
 {
-	if (!on || inst)
+	if (!on || atomic_load(&inst))
 		return;
 	struct site *u = &sites[SITE_UNKNOWN];
 	snprintf(u->function, sizeof u->function, "unknown");
@@ -113,10 +120,19 @@ void nl_callsite_register(void)
 		shim_hi = (uintptr_t)d.dlfo_map_end;
 	}
 	self_pid = getpid();
+	/* The program's file name, for its frames' nemolens.code.object: read
+	 * once here, not by threads that meet their first frames at once. */
+	char exe[256];
+	ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+	exe[n > 0 ? n : 0] = '\0';
+	const char *b = n > 0 ? base_name(exe) : program_invocation_short_name;
+	size_t k = strnlen(b, sizeof exe_name - 1);
+	memcpy(exe_name, b, k);
+	exe_name[k] = '\0';
 	static const struct nl_fork_handlers fork_handlers = { .child = atfork_child };
 	nl_fork_register(NL_FORK_CALLSITES, &fork_handlers);
 	nl_registry_reserve_static((size_t)limit + 16);
-	inst = nl_inst(NL_I_CONN_CALL_SITE);
+	atomic_store_explicit(&inst, nl_inst(NL_I_CONN_CALL_SITE), memory_order_release);
 }
 
 /* ---- the series ------------------------------------------------------------ */
@@ -211,9 +227,9 @@ int nl_callsite_named(const char *function, const char *file, long line)
 	if (!on || !function || !*function)
 		return -1;
 	NL_KEEP_ERRNO;
-	if (!inst) {
+	if (!atomic_load_explicit(&inst, memory_order_acquire)) {
 		nl_runtime_kick();   /* the instruments, made by the first record */
-		if (!inst)
+		if (!atomic_load_explicit(&inst, memory_order_acquire))
 			return -1;
 	}
 	return site_of(function, file ? file : "", line > 0 ? line : 0, "");
@@ -250,7 +266,8 @@ static inline unsigned cached(uintptr_t ip)
 {
 	bool found;
 	uint64_t *slot = ip_slot(ip, &found);
-	return found ? (unsigned)(atomic_load_explicit((_Atomic uint64_t *)slot, memory_order_relaxed) & 0xffff) : 0;
+	/* Acquire: the site a classification names was written before it. */
+	return found ? (unsigned)(atomic_load_explicit((_Atomic uint64_t *)slot, memory_order_acquire) & 0xffff) : 0;
 }
 
 static void remember(uintptr_t ip, unsigned what)
@@ -261,12 +278,6 @@ static void remember(uintptr_t ip, unsigned what)
 		uint64_t zero = 0;
 		atomic_compare_exchange_strong((_Atomic uint64_t *)slot, &zero, (uint64_t)ip << 16 | what);
 	}
-}
-
-static const char *base_name(const char *path)
-{
-	const char *s = strrchr(path, '/');
-	return s ? s + 1 : path;
 }
 
 /* Whether name starts with one of the prefixes of list (comma separated). */
@@ -297,18 +308,8 @@ static unsigned classify(uintptr_t ip)
 		return PLUMBING;   /* not in any object: generated code; look further out */
 	const char *path = d.dlfo_link_map->l_name;
 	bool main_program = !path || !*path;
-	if (main_program) {
+	if (main_program)
 		path = "/proc/self/exe";
-		if (!exe_name[0]) {
-			char exe[256];
-			ssize_t n = readlink(path, exe, sizeof exe - 1);
-			exe[n > 0 ? n : 0] = '\0';
-			const char *b = n > 0 ? base_name(exe) : program_invocation_short_name;
-			size_t k = strnlen(b, sizeof exe_name - 1);
-			memcpy(exe_name, b, k);
-			exe_name[k] = '\0';
-		}
-	}
 	const char *object = main_program ? exe_name : base_name(path);
 	if (!main_program && is_plumbing(object))
 		return PLUMBING;
@@ -409,7 +410,7 @@ static int native_site(void)
 
 void nl_callsite_count(int dest, const void *caller)
 {
-	if (!inst)
+	if (!atomic_load_explicit(&inst, memory_order_acquire))
 		return;
 	int site;
 	if (python_next) {
