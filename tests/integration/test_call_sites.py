@@ -38,10 +38,18 @@ class Quiet(http.server.BaseHTTPRequestHandler):
         pass
 
 
+class Server(http.server.ThreadingHTTPServer):
+    # The program connects and closes faster than one accept at a time:
+    # with the default queue of 5, a full queue drops SYNs, and each costs a
+    # second of retransmission.
+    request_queue_size = 256
+    daemon_threads = True
+
+
 class CallSites(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
-        cls.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Quiet)
+        cls.server = Server(("127.0.0.1", 0), Quiet)
         cls.port = cls.server.server_address[1]
         threading.Thread(target=cls.server.serve_forever, daemon=True).start()
         cls.sink = harness.start_sink(cls)
