@@ -296,7 +296,9 @@ static bool prefixed(const char *name, const char *list)
  * or a library of the skip list. */
 static bool is_plumbing(const char *name)
 {
-	return prefixed(name, "libc.so,ld-linux,libpthread,libunwind,libdl.") ||
+	/* The sanitizers' runtimes stand between a program and the shim in
+	 * their builds: they intercept connect() and call the shim's. */
+	return prefixed(name, "libc.so,ld-linux,libpthread,libunwind,libdl.,libasan,libtsan,libubsan,liblsan") ||
 	       prefixed(name, skip ? skip : default_skip);
 }
 

@@ -2,7 +2,8 @@
 """Call sites of connections: a program opens connections from functions the
 test names (one of its own directly, one through libcurl, one in a shared
 library of the test's), from more functions than the limit, from a signal
-handler, from vfork children and from threads while it forks. What reaches
+handler, and from Python (test_call_sites_fork.py: vfork children and
+threads while the program forks). What reaches
 the collector in nemolens.connection.call_site must name each function with
 exactly the connections it opened, and nothing may hang (every run has a
 timeout that fails the test)."""
@@ -46,7 +47,10 @@ class Server(http.server.ThreadingHTTPServer):
     daemon_threads = True
 
 
-class CallSites(unittest.TestCase):
+class CallSiteCase(unittest.TestCase):
+    """A server for the programs, a sink, and what they report: the tests
+    are in the classes below and in test_call_sites_fork.py."""
+
     @classmethod
     def setUpClass(cls):
         cls.server = Server(("127.0.0.1", 0), Quiet)
@@ -96,6 +100,8 @@ class CallSites(unittest.TestCase):
     def connects(self):
         return sum(p.as_int for _, _, p in self.sink.latest_by_instance(CONNECT))
 
+
+class CallSites(CallSiteCase):
     def test_three_functions(self):
         did = self.run_program(["direct", "curl", "lib"])
         self.assertEqual(did["dial_directly"], N)
@@ -126,22 +132,6 @@ class CallSites(unittest.TestCase):
         self.assertEqual(self.sites(), {
             ("on_alarm", "call_sites"): did["on_alarm"],
             ("dial_directly", "call_sites"): did["dial_directly"],
-        })
-
-    def test_vfork_children(self):
-        # A vfork child shares its parent's memory: it may not load or look
-        # up anything, and counts under the site the parent knows, or unknown.
-        self.run_program(["vfork"])
-        got = self.sites()
-        self.assertEqual(sum(got.values()), N, got)
-        self.assertLessEqual({f for f, _ in got}, {"dial_directly", "unknown"}, got)
-
-    def test_threads_while_forking(self):
-        did = self.run_program(["fork"], launcher=True)
-        self.assertEqual(did["fork_children"], N)
-        self.assertEqual(self.sites(), {
-            ("thread_dial", "call_sites"): 4 * N,
-            ("dial_directly", "call_sites"): N,
         })
 
     def test_python_frames(self):
