@@ -64,6 +64,29 @@ bool nl_unwind_loaded(void) { return atomic_load_explicit(&state, memory_order_a
 
 bool nl_unwind_failed(void) { return atomic_load_explicit(&state, memory_order_acquire) == FAILED; }
 
+#ifdef NL_UNWIND_STEPS
+/* ThreadSanitizer's builds: unw_backtrace keeps a cache per thread whose
+ * destructor locks a mutex as the thread ends, after ThreadSanitizer has
+ * let go of the thread, and crashes it. Stepping a cursor keeps no such
+ * cache; it costs more per frame, which only those builds pay. */
+int nl_unwind_backtrace(void **ips, int max)
+{
+	if (!nl_unwind_loaded() || max <= 0)
+		return 0;
+	unw_context_t uc;
+	unw_cursor_t c;
+	if (api.getcontext(&uc) < 0 || api.init_local(&c, &uc) < 0)
+		return 0;
+	int n = 0;
+	while (n < max && api.step(&c) > 0) {   /* the first step leaves this function */
+		unw_word_t ip;
+		if (api.get_reg(&c, UNW_REG_IP, &ip) < 0 || ip == 0)
+			break;
+		ips[n++] = (void *)ip;
+	}
+	return n;
+}
+#else
 int nl_unwind_backtrace(void **ips, int max)
 {
 	if (!nl_unwind_loaded() || max <= 0)
@@ -77,6 +100,7 @@ int nl_unwind_backtrace(void **ips, int max)
 	memcpy(ips, buf + 1, (size_t)(n - 1) * sizeof *ips);
 	return n - 1;
 }
+#endif
 
 int nl_unwind_backtrace_signal(void *ucontext, void **ips, int max)
 {
