@@ -111,6 +111,10 @@ class GymWorkload:
         # Two more exports of the servers' last values: every series then has
         # at least two samples, as rate() needs (the client lingers likewise).
         time.sleep(LINGER_S)
+        # On a loaded machine an export can come late: the Gym endpoints'
+        # series, recorded last, are waited for until they hold two samples.
+        q = 'min(count_over_time({__name__=~"gym[.](verify|rollout)[.]duration_ms_count"}[1m]))'
+        self.vm.wait_for(q, lambda r: bool(r) and float(r[0]["value"][1]) >= 2, timeout=timeout)
 
     def stop(self):
         if self.server is not None and self.server.poll() is None:
