@@ -4,7 +4,9 @@
 #include <pthread.h>
 #include <sched.h>
 #include <signal.h>
+#include <stdbool.h>
 #include <stdatomic.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "forkpath.h"
@@ -16,7 +18,11 @@
 int __register_atfork(void (*prepare)(void), void (*parent)(void), void (*child)(void), void *dso);
 extern void *__dso_handle __attribute__((visibility("hidden")));
 
+/* What the fork handlers run (announced), and what a part's later calls may
+ * take as done (ready). The two differ while a registration waits for a fork
+ * under way (nl_fork_register). */
 static _Atomic(const struct nl_fork_handlers *) parts[NL_FORK_PARTS];
+static _Atomic(const struct nl_fork_handlers *) ready[NL_FORK_PARTS];
 /* 0: not yet; INSTALLED; else the pid of the process a thread of which is
  * installing them. A fork in the middle of that leaves the child with its
  * parent's pid here and no handlers: the child, seeing a pid not its own,
@@ -24,13 +30,27 @@ static _Atomic(const struct nl_fork_handlers *) parts[NL_FORK_PARTS];
 #define INSTALLED (-1L)
 static _Atomic long installed;
 
+/* How far the prepare handlers of the fork under way have come: the part
+ * they look at next (NL_FORK_PARTS once all ran, until the fork is over), or
+ * NONE. libc runs the handlers of one fork at a time (its own lock is held
+ * from the first prepare handler to the last parent or child handler), so
+ * one variable says it for the process. in_fork marks the forking thread,
+ * which a signal handler of its own may interrupt mid-fork. */
+#define NONE (-1)
+static _Atomic int fork_at = NONE;
+static __thread bool in_fork __attribute__((tls_model("initial-exec")));
+
 static void run_prepare(void)
 {
+	in_fork = true;
 	for (int i = 0; i < NL_FORK_PARTS; i++) {
-		const struct nl_fork_handlers *h = atomic_load_explicit(&parts[i], memory_order_acquire);
+		/* Both sequentially consistent: see nl_fork_register. */
+		atomic_store(&fork_at, i);
+		const struct nl_fork_handlers *h = atomic_load(&parts[i]);
 		if (h && h->prepare)
 			h->prepare();
 	}
+	atomic_store(&fork_at, NL_FORK_PARTS);
 }
 
 static void run_parent(void)
@@ -40,10 +60,15 @@ static void run_parent(void)
 		if (h && h->parent)
 			h->parent();
 	}
+	atomic_store(&fork_at, NONE);
+	in_fork = false;
 }
 
 NL_FORK_PATH static void run_child(void)
 {
+	/* The child's only thread: no fork of its own is under way. */
+	atomic_store_explicit(&fork_at, NONE, memory_order_relaxed);
+	in_fork = false;
 	for (int i = NL_FORK_PARTS - 1; i >= 0; i--) {
 		const struct nl_fork_handlers *h = atomic_load_explicit(&parts[i], memory_order_acquire);
 		if (h && h->child)
@@ -51,9 +76,31 @@ NL_FORK_PATH static void run_child(void)
 	}
 }
 
+/* A fork whose prepare handlers looked at `part` before it was announced
+ * makes its child while this thread goes on: the part's state must not
+ * change until that child is made. Waits until the fork is over; bounded
+ * (a second), for a registration made while this thread holds a lock that
+ * fork() itself takes, which no caller of the shim's does. */
+static void wait_for_forks_past(enum nl_fork_part part)
+{
+	if (in_fork)
+		return;   /* this thread's own fork, interrupted: it waits for us */
+	struct timespec start, now;
+	bool timed = false;
+	for (unsigned n = 0; atomic_load(&fork_at) >= (int)part; n++) {
+		sched_yield();
+		if (n % 64)
+			continue;
+		clock_gettime(CLOCK_MONOTONIC, timed ? &now : &start);
+		if (timed && (now.tv_sec - start.tv_sec) * 1000000000L + (now.tv_nsec - start.tv_nsec) > 1000000000L)
+			return;
+		timed = true;
+	}
+}
+
 void nl_fork_register(enum nl_fork_part part, const struct nl_fork_handlers *h)
 {
-	if (atomic_load_explicit(&parts[part], memory_order_acquire) &&
+	if (atomic_load_explicit(&ready[part], memory_order_acquire) &&
 	    atomic_load_explicit(&installed, memory_order_relaxed) == INSTALLED)
 		return;
 	/* Signals held: a handler of this thread that registered too would
@@ -76,6 +123,13 @@ void nl_fork_register(enum nl_fork_part part, const struct nl_fork_handlers *h)
 		else
 			sched_yield();   /* another thread of this process installs them */
 	}
-	atomic_store_explicit(&parts[part], h, memory_order_release);
+	/* Announced, then fork_at read, both sequentially consistent, while a
+	 * forking thread stores fork_at, then reads the part: either its prepare
+	 * handler runs for the part, or this thread sees that fork past it (or
+	 * at it) and waits until its child is made. Only then may the caller,
+	 * or any thread that finds the part ready, change the part's state. */
+	atomic_store(&parts[part], h);
+	wait_for_forks_past(part);
+	atomic_store_explicit(&ready[part], h, memory_order_release);
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
 }

@@ -18,7 +18,11 @@
  *
  * A part registered while another thread forks can have its parent or
  * child handler run without its prepare handler: each part keeps its own
- * note of what its prepare handler took.
+ * note of what its prepare handler took. Its state cannot change under that
+ * fork, though: a registration that the fork's prepare handlers missed
+ * returns only once the child is made, so a thread starts to change a
+ * part's state either before a fork's prepare handler for it runs, or after
+ * that fork's child exists.
  */
 #ifndef NL_FORK_H
 #define NL_FORK_H

@@ -427,10 +427,12 @@ NL_FORK_PATH static void atfork_child(void)
 		pthread_mutex_unlock(&create_lock);
 		return;
 	}
-	/* Registered while the fork was under way, by a thread about to
-	 * create: if it began, a series may be half made by a thread this child
-	 * does not have. The child records nothing then (fail open; an image
-	 * it execs records again). */
+	/* Registered while the fork was under way: the registering thread
+	 * waited for this child to be made before it created anything
+	 * (fork.h), unless that wait ran out (a fork taking over a second). Then
+	 * a series may be half made by a thread this child does not have, and
+	 * the child records nothing (fail open; an image it execs records
+	 * again). */
 	pthread_mutex_init(&create_lock, NULL);
 	if (atomic_load(&creators)) {
 		atomic_store(&creators, 0);

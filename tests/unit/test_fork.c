@@ -2,6 +2,10 @@
 /* The fork protocol (preload/base/fork.h): handlers run in the parts' lock
  * order whatever the order in which the parts were first registered. */
 #include <criterion/criterion.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
+#include <stdbool.h>
 #include <string.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -95,3 +99,57 @@ Test(fork, handlers_may_be_missing)
 	cr_assert_str_eq(child, "P0C4C0");
 }
 
+
+/* A part first registered by another thread while a fork is under way, its
+ * prepare handlers past the part's place: the registration must not return
+ * (so its caller cannot change the part's state) until the child is made.
+ * Part 3's prepare handler starts that thread and gives it time to return
+ * if it would; part 3's parent handler, the first to run after the fork,
+ * looks whether it did. */
+static atomic_bool late_returned, late_started;
+static bool returned_before_fork_ended;
+static pthread_t late;
+
+static void *register_late(void *arg)
+{
+	(void)arg;
+	atomic_store(&late_started, true);
+	nl_fork_register(NL_FORK_RUNTIME, &h1);
+	atomic_store(&late_returned, true);
+	return NULL;
+}
+
+static void prepare_late(void)
+{
+	note('P', 3);
+	cr_assert_eq(pthread_create(&late, NULL, register_late, NULL), 0);
+	while (!atomic_load(&late_started))
+		sched_yield();
+	usleep(50 * 1000);
+}
+
+static void parent_late(void)
+{
+	note('A', 3);
+	returned_before_fork_ended = atomic_load(&late_returned);
+}
+
+static const struct nl_fork_handlers late_starter = { prepare_late, parent_late, child3 };
+
+Test(fork, registration_waits_for_a_fork_that_missed_it)
+{
+	nl_fork_register(NL_FORK_ROUTES, &late_starter);
+	char child[64];
+	fork_and_collect(child, sizeof child);
+	cr_assert_not(returned_before_fork_ended, "returned while the fork that missed it was under way");
+	cr_assert_eq(pthread_join(late, NULL), 0);
+	cr_assert(atomic_load(&late_returned));
+	/* The fork missed part 1's prepare handler; its parent and child
+	 * handlers may run (fork.h). */
+	cr_assert(!strcmp(trail, "P3A3") || !strcmp(trail, "P3A3A1"), "parent ran %s", trail);
+	cr_assert(!strcmp(child, "P3C3") || !strcmp(child, "P3C3C1"), "child ran %s", child);
+	/* The next fork has it all. */
+	fork_and_collect(child, sizeof child);
+	cr_assert_str_eq(trail, "P1P3A3A1");
+	cr_assert_str_eq(child, "P1P3C3C1");
+}
