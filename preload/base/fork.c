@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 #include "fork.h"
 
+#include <errno.h>
 #include <pthread.h>
 #include <sched.h>
 #include <signal.h>
@@ -132,4 +133,47 @@ void nl_fork_register(enum nl_fork_part part, const struct nl_fork_handlers *h)
 	wait_for_forks_past(part);
 	atomic_store_explicit(&ready[part], h, memory_order_release);
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
+}
+
+/* ---- clone() ------------------------------------------------------------- */
+
+/* What the child runs first: its handlers, then the program's function.
+ * The call lies on the parent's stack, which the child has a copy of. */
+struct clone_call {
+	int (*fn)(void *);
+	void *arg;
+};
+
+static int clone_child(void *p)
+{
+	struct clone_call c = *(const struct clone_call *)p;
+	run_child();
+	return c.fn(c.arg);
+}
+
+int nl_fork_clone(int (*real)(int (*)(void *), void *, int, void *, void *, void *, void *),
+		  int (*fn)(void *), void *stack, int flags, void *arg, void *ptid, void *tls, void *ctid)
+{
+	/* Nothing to run the child's handlers on: libc's error. The handlers
+	 * run even when no part is registered yet: a thread may register one
+	 * at any moment, and libc's lock, which orders that with a fork, is
+	 * not taken here (fork_at does it, as for a fork). */
+	if (!fn)
+		return real(fn, stack, flags, arg, ptid, tls, ctid);
+	/* One at a time, as libc's lock makes forks (fork_at is one variable);
+	 * signals held, as a fork's handlers run with none of the program's. */
+	static pthread_mutex_t one = PTHREAD_MUTEX_INITIALIZER;
+	sigset_t all, old;
+	sigfillset(&all);
+	pthread_sigmask(SIG_BLOCK, &all, &old);
+	pthread_mutex_lock(&one);
+	run_prepare();
+	struct clone_call c = { fn, arg };
+	int r = real(clone_child, stack, flags, &c, ptid, tls, ctid);
+	int saved = errno;
+	run_parent();
+	pthread_mutex_unlock(&one);
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	errno = saved;
+	return r;
 }

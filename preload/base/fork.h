@@ -49,4 +49,10 @@ struct nl_fork_handlers {
  * the first time (libc's registration). */
 void nl_fork_register(enum nl_fork_part part, const struct nl_fork_handlers *h);
 
+/* clone() without CLONE_VM, which makes a process as fork() does but runs
+ * no fork handlers of libc's: the shim's run around it as around a fork.
+ * `real` is libc's clone; the rest are clone()'s arguments. */
+int nl_fork_clone(int (*real)(int (*)(void *), void *, int, void *, void *, void *, void *),
+		  int (*fn)(void *), void *stack, int flags, void *arg, void *ptid, void *tls, void *ctid);
+
 #endif

@@ -53,7 +53,8 @@
  * not with the load path (loadpath.h). Same X as NL_REAL_FUNCS. */
 #define NL_REAL_FUNCS_COLD(X)                                                                          \
 	X(int, sigaction, (int a, const struct sigaction *b, struct sigaction *c), (a, b, c))          \
-	X(nl_sighandler, signal, (int a, nl_sighandler b), (a, b))
+	X(nl_sighandler, signal, (int a, nl_sighandler b), (a, b))                                     \
+	X(int, clone, (nl_clone_body a, void *b, int c, void *d, void *e, void *f, void *g), (a, b, c, d, e, f, g))
 
 /* The OpenSSL (libssl 3) functions the shim interposes: not libc's, so they
  * have a resolver of their own (real_ssl.h), which finds libssl lazily: a

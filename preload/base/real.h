@@ -31,6 +31,10 @@
  * syscall() for the file that defines its own (hooks/syscall.c). */
 struct sigaction;
 typedef void (*nl_sighandler)(int);
+/* clone()'s function, and its arguments as seven fixed ones: libc's clone
+ * reads the three optional ones from their registers whatever the call
+ * passed (hooks/process.c). */
+typedef int (*nl_clone_body)(void *);
 
 #define NL_REAL_DECLARE(ret, name, params, ...)             \
 	typedef ret(*nl_##name##_fn) params;                \
