@@ -4,8 +4,9 @@
 tests/programs/fork_stress starts four threads that connect to eight
 listeners in turn, so that their first connects make new series (the
 registry's lock, the destinations, the call sites) while the main thread
-forks twelve children at once. Each child connects twice and leaves: by
-_exit, exit, SIGKILL or exec. Under plain LD_PRELOAD (every process exports
+forks twelve children at once (with fork(), or with clone() without
+CLONE_VM, for which libc runs no fork handlers). Each child connects twice
+and leaves: by _exit, exit, SIGKILL or exec. Under plain LD_PRELOAD (every process exports
 for itself, the parent's exporter thread running all along) and under
 nemolens-run, in many runs, every connect of every process must reach the
 collector, each child's under an instance of its own, and the program must
@@ -30,6 +31,8 @@ LEAVES = ("_exit", "exit", "kill", "exec")
 # Per mode and way of leaving: 96 runs in all in the gcc build, some five
 # seconds; 63 in a sanitizer build, whose forks cost several times as much.
 RUNS = 9 if SANITIZED else 12
+# clone() children: fewer, the same paths after the handlers.
+CLONE_RUNS = 3
 
 
 class ForkStress(unittest.TestCase):
@@ -45,10 +48,10 @@ class ForkStress(unittest.TestCase):
         for lst in cls.listeners:
             lst.close()
 
-    def run_once(self, mode, leave):
+    def run_once(self, mode, make, leave):
         self.sink.reset()
         harness.new_runtime_dir()
-        args = [PROGRAM, str(ROUNDS), str(CHILDREN), leave] + [str(p) for p in self.ports]
+        args = [PROGRAM, str(ROUNDS), str(CHILDREN), make, leave] + [str(p) for p in self.ports]
         extra = {"NEMOLENS_DESTINATIONS": self.destinations}
         if mode == "launcher":
             env = harness.launcher_env(OTEL_EXPORTER_OTLP_ENDPOINT=f"http://127.0.0.1:{self.sink.port}",
@@ -73,7 +76,7 @@ class ForkStress(unittest.TestCase):
         # The parent's own, and two of each child's under its own instance.
         self.assertEqual(sorted(per_instance.values()), [2] * CHILDREN + [4 * ROUNDS])
 
-    def test_fork_while_threads_connect(self):
+    def stress(self, make, runs):
         for mode in ("preload", "launcher"):
             for leave in LEAVES:
                 # A child that exits under plain LD_PRELOAD exports, which
@@ -84,10 +87,15 @@ class ForkStress(unittest.TestCase):
                 # allocator's lock. glibc's allocator is fork-safe.
                 if SANITIZED and mode == "preload" and leave == "exit":
                     continue
-                for i in range(RUNS):
+                for i in range(runs):
                     with self.subTest(mode=mode, leave=leave, run=i):
-                        self.run_once(mode, leave)
+                        self.run_once(mode, make, leave)
 
+    def test_fork_while_threads_connect(self):
+        self.stress("fork", RUNS)
+
+    def test_clone_while_threads_connect(self):
+        self.stress("clone", CLONE_RUNS)
 
 if __name__ == "__main__":
     unittest.main(verbosity=2)
