@@ -17,6 +17,7 @@
 #include "runtime.h"
 
 #include <errno.h>
+#include <linux/kcmp.h>
 #include <fcntl.h>
 #include <pthread.h>
 #include <sched.h>
@@ -24,6 +25,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "check.h"
@@ -428,8 +430,21 @@ static void *exporter_main(void *arg)
 	return NULL;
 }
 
+/* A vfork child (or a clone child with CLONE_VM) runs in its parent's
+ * memory until it execs or exits. A thread it made would belong to it and
+ * die with it, wherever it stood: holding `lock`, it would leave the parent
+ * waiting for that lock for ever. kcmp says whether the two share their
+ * memory; where it is not available, no vfork child is assumed. */
+static bool in_parents_memory(void)
+{
+	long r = syscall(SYS_kcmp, (long)getpid(), (long)getppid(), (long)KCMP_VM, 0L, 0L);
+	return r == 0;
+}
+
 static void start_thread(void)
 {
+	if (in_parents_memory())
+		return;   /* the parent's exit flush, registered in its memory, sends */
 	pthread_attr_t attr;
 	pthread_attr_init(&attr);
 	pthread_attr_setstacksize(&attr, 512 * 1024);
