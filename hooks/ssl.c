@@ -1,6 +1,24 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* The OpenSSL hooks (ssl.h): each is the original, plus, on a connection
- * that carries HTTP/1.x, its plaintext fed to the HTTP glue (follow.h).
+/* HTTPS: the plaintext of OpenSSL connections, fed to the HTTP/1.x and
+ * HTTP/2 glue (follow.h).
+ *
+ * The interposed SSL_read, SSL_read_ex, SSL_write, SSL_write_ex and
+ * SSL_sendfile carry a connection's plaintext to the parser exactly as the
+ * socket hooks carry a plain socket's bytes; SSL_shutdown and SSL_free end
+ * it. SSL_peek and SSL_peek_ex are passed through: their bytes are read
+ * again by SSL_read, which feeds them.
+ *
+ * Connections are found by their SSL object, not by an fd: asyncio (aiohttp,
+ * httpx) runs TLS over memory BIOs, where the SSL object has no socket. A
+ * fixed open-addressing table keyed by the SSL pointer holds one entry per
+ * connection seen, from its first read or write to SSL_free: claimed with a
+ * CAS, its parser state (struct nl_httpconn) in a pool mapped at the first
+ * TLS connection, so no hook allocates and a program without TLS pays
+ * nothing. An SSL object whose first bytes are not HTTP keeps its entry,
+ * marked, so its later calls cost one table load.
+ *
+ * The OpenSSL hooks: each is the original, plus, on a connection that
+ * carries HTTP, its plaintext fed to the HTTP glue (follow.h).
  *
  * The table. SLOTS keys, each an SSL pointer with the entry's state in its
  * two low bits (libssl allocates SSL objects with malloc: 16-byte aligned),
@@ -33,8 +51,6 @@
  * The shim's own TLS (libcurl on the exporter thread, and during the exit
  * flush) runs with nl_hooks_bypass set: every hook checks it first.
  */
-#include "ssl.h"
-
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -46,7 +62,9 @@
 #include "dest.h"
 #include "export_sym.h"
 #include "fdtable.h"
+#include "fork.h"
 #include "forkpath.h"
+#include "conn.h"
 #include "follow.h"
 #include "httpmetrics.h"
 #include "real_ssl.h"
@@ -78,12 +96,14 @@ static unsigned slot_of(const struct nl_httpconn *c)
 	return (unsigned)(((const unsigned char *)c - base) / NL_HTTPCONN_SIZE);
 }
 
+static void settle_forks(void);
+
 static unsigned char *pool_get(void)
 {
 	unsigned char *base = atomic_load_explicit(&pool, memory_order_acquire);
 	if (base)
 		return base;
-	nl_fd_settle_forks();
+	settle_forks();
 	return nl_chunk_fill(&pool, (size_t)SLOTS * NL_HTTPCONN_SIZE);
 }
 
@@ -403,7 +423,9 @@ NL_EXPORT void SSL_free(SSL *s)
 	NL_REAL_SSL(SSL_free)(s);
 }
 
-NL_FORK_PATH void nl_ssl_atfork_child(void)
+/* Fork child: the parent's TLS exchanges are the parent's (as for sockets,
+ * fdtable.h). */
+NL_FORK_PATH static void atfork_child(void)
 {
 	if (!atomic_load(&pool))
 		return;
@@ -412,4 +434,11 @@ NL_FORK_PATH void nl_ssl_atfork_child(void)
 		if (k != K_FREE && (k & K_STATE) != K_IGNORE)
 			atomic_store(&keys[i], (k & ~K_STATE) | K_IGNORE);
 	}
+}
+
+/* Registered with the pool, at the first TLS connection (fork.h). */
+static void settle_forks(void)
+{
+	static const struct nl_fork_handlers handlers = { .child = atfork_child };
+	nl_fork_register(NL_FORK_TLS, &handlers);
 }

@@ -32,7 +32,8 @@ enum nl_fork_part {
 	NL_FORK_RUNTIME,   /* the lifecycle's lock, then the export transport's libraries */
 	NL_FORK_REGISTRY,  /* the registry's create_lock, innermost of all */
 	NL_FORK_ROUTES,    /* the HTTP route tables (child only: made again if half made) */
-	NL_FORK_FDS,       /* per-fd and per-TLS-connection state (child only: the parent's) */
+	NL_FORK_FDS,       /* per-fd state (child only: the parent's) */
+	NL_FORK_TLS,       /* per-TLS-connection state (child only: the parent's) */
 	NL_FORK_CALLSITES, /* call sites (child only: a new pid, sites or series half made) */
 	NL_FORK_PARTS
 };

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* The inflating path of model-call bodies (hooks/genaiz.c). Two ways:
+/* The inflating path of model-call bodies (preload/follow/genaiz.c). Two ways:
  * - the input, as a body: whatever it holds (a damaged gzip, zlib or raw
  *   deflate stream, text), fed in pieces, nothing breaks and its stream
  *   goes back to the pool;

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* Connection acquisitions (hooks/acquire.c): every rule of the table in
+/* Connection acquisitions (preload/follow/acquire.c): every rule of the table in
  * acquire.h, walked through the interposed connect(), getsockopt(), close(),
  * dup2(), close_range(), socket() and I/O hooks, with scripted libc results
  * and no real sockets.

@@ -35,8 +35,9 @@ PART(2)
 PART(3)
 PART(4)
 PART(5)
+PART(6)
 
-static const struct nl_fork_handlers *const handlers[NL_FORK_PARTS] = { &h0, &h1, &h2, &h3, &h4, &h5 };
+static const struct nl_fork_handlers *const handlers[NL_FORK_PARTS] = { &h0, &h1, &h2, &h3, &h4, &h5, &h6 };
 
 /* Forks once; the child writes its trail to a pipe. */
 static void fork_and_collect(char *child_trail, size_t size)
@@ -61,14 +62,14 @@ static void fork_and_collect(char *child_trail, size_t size)
 
 Test(fork, handlers_run_in_lock_order_whatever_the_registration_order)
 {
-	cr_assert_eq(NL_FORK_PARTS, 6, "a new part needs its place in this test");
+	cr_assert_eq(NL_FORK_PARTS, 7, "a new part needs its place in this test");
 	/* Last part first: registration order must not matter. */
 	for (int i = NL_FORK_PARTS - 1; i >= 0; i--)
 		nl_fork_register((enum nl_fork_part)i, handlers[i]);
 	char child[64];
 	fork_and_collect(child, sizeof child);
-	cr_assert_str_eq(trail, "P0P1P2P3P4P5A5A4A3A2A1A0");
-	cr_assert_str_eq(child, "P0P1P2P3P4P5C5C4C3C2C1C0");
+	cr_assert_str_eq(trail, "P0P1P2P3P4P5P6A6A5A4A3A2A1A0");
+	cr_assert_str_eq(child, "P0P1P2P3P4P5P6C6C5C4C3C2C1C0");
 }
 
 Test(fork, interleaved_registration_and_unregistered_parts)

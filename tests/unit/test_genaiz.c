@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* Model-call bodies compressed with gzip, zlib and raw deflate, through the
- * inflating path (hooks/genaiz.c): compressed here with zlib, fed split at
+ * inflating path (preload/follow/genaiz.c): compressed here with zlib, fed split at
  * every offset, and read as the same fields the plain text says, written
  * here by hand; a corrupt stream and a full pool read as unread. */
 #include <criterion/criterion.h>

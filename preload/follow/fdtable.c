@@ -9,7 +9,6 @@
 #include "fork.h"
 #include "forkpath.h"
 #include "loadpath.h"
-#include "ssl.h"
 
 _Atomic(void *) nl_fd_chunks[NL_FD_CHUNK_SLOTS];
 /* Read by every hook, recording or not: with the load path's state, on a
@@ -19,12 +18,14 @@ NL_LOAD_STATE _Atomic unsigned nl_fd_watching;
  * without reading (and faulting in) the rest of the chunk table. */
 NL_LOAD_STATE static _Atomic unsigned chunks_top;
 
+static void settle_forks(void);
+
 /* The first fd of a chunk's range: the chunk is mapped (out of line, so
  * that nl_fd_get's usual case needs no stack frame). */
 static __attribute__((noinline)) struct nl_fd *map_chunk(int fd)
 {
 	NL_KEEP_ERRNO;
-	nl_fd_settle_forks();
+	settle_forks();
 	size_t size = NL_FD_CHUNK * sizeof(struct nl_fd);
 	struct nl_fd *chunk = nl_chunk_map(size);
 	if (!chunk)
@@ -169,7 +170,6 @@ NL_FORK_PATH static void atfork_child(void)
 				atomic_store(&chunk[i].watch, 0);
 		}
 	}
-	nl_ssl_atfork_child();   /* and so are those over TLS */
 }
 
 static const struct nl_fork_handlers fork_handlers = { .child = atfork_child };
@@ -178,4 +178,4 @@ static const struct nl_fork_handlers fork_handlers = { .child = atfork_child };
  * shim never open a socket (fork.h). Like a hook's first call, which finds
  * libc's function through the dynamic linker, this first one is not
  * async-signal-safe. */
-void nl_fd_settle_forks(void) { nl_fork_register(NL_FORK_FDS, &fork_handlers); }
+static void settle_forks(void) { nl_fork_register(NL_FORK_FDS, &fork_handlers); }

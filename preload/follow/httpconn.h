@@ -2,7 +2,8 @@
 /* The HTTP glue's per-connection state and its feeding's usual case, for
  * the glue (follow.c) and the I/O hooks (io.c), which feed a followed
  * socket's bytes with no call between the hook and the parser. Private
- * to hooks/: everything else sees a conn through follow.h.
+ * to the follow layer and the I/O hooks: everything else sees a conn
+ * through follow.h and conn.h.
  */
 #ifndef NL_HTTPCONN_H
 #define NL_HTTPCONN_H
@@ -14,9 +15,9 @@
 
 #include "check.h"
 #include "clock.h"
+#include "conn.h"
 #include "fdtable.h"
 #include "h1.h"
-#include "follow.h"
 
 /* What the glue keeps per request in flight, by the parser's ring slot.
  * Times are CLOCK_MONOTONIC microseconds modulo 2^32: their differences are
@@ -121,6 +122,9 @@ bool nl_follow_h2_switch(struct nl_httpconn *c, enum nl_h1_dir dir, const void *
  * unless HTTP/2 goes on. (An I/O hook keeps buf and n across the parser's
  * call anyway: the one returns what the other says.) */
 void nl_follow_feed_stopped(const struct nl_follow_feed *f, const void *buf, size_t n) __attribute__((noinline));
+/* Bytes the program moved without the shim seeing them (sendfile, splice):
+ * they can only be a body. nl_follow_feed_opaque past its usual case. */
+void nl_follow_opaque(struct nl_fd *e, int fd, int out, size_t n) __attribute__((cold));
 /* nl_follow_feed_bytes past its usual case: a connection's first bytes, another
  * thread feeding the same direction. */
 void nl_follow_bytes_slow(struct nl_fd *e, int fd, int out, const void *buf, size_t n, uint64_t t0_ns)
@@ -178,7 +182,7 @@ static inline __attribute__((always_inline)) void nl_follow_feed_bytes(struct nl
 	atomic_store_explicit(f.busy, 0, memory_order_release);
 }
 
-/* The same for bytes moved unseen (nl_follow_opaque in follow.h): nginx sends
+/* The same for bytes moved unseen (nl_follow_opaque above): nginx sends
  * every file body so. */
 static inline __attribute__((always_inline)) void nl_follow_feed_opaque(struct nl_fd *e, int fd, int out, size_t n)
 {

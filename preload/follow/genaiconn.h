@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* Model calls on a followed connection: the glue between the HTTP glue
  * (follow.c), the GenAI body scanner (genai.h) and the GenAI metrics
- * (genaimetrics.h). Private to hooks/.
+ * (genaimetrics.h). Private to the follow layer.
  *
  * A request whose target names a model call (nl_genai_target_op) takes an
  * exchange from a preallocated pool, found again by its connection and

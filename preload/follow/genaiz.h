@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* A model call's body as it passes, compressed or not: the GenAI body
- * scanner (genai.h) behind an inflater. Private to hooks/.
+ * scanner (genai.h) behind an inflater. Private to the follow layer.
  *
  * The HTTP parser does not keep Content-Encoding, so a body's first bytes
  * tell: 1f 8b is gzip, a valid zlib header (RFC 1950, what RFC 9110 calls

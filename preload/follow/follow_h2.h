@@ -11,7 +11,7 @@
  * HPACK tables and the streams) comes from a pool mapped a chunk at a time;
  * the conn keeps a pointer to it where the HTTP/1.x parser was.
  *
- * Private to hooks/.
+ * Private to the follow layer.
  */
 #ifndef NL_FOLLOW_H2_H
 #define NL_FOLLOW_H2_H

@@ -24,7 +24,7 @@ enum nl_fd_state {
 	NL_FD_IGNORED,          /* a socket the shim saw and does not count (datagram, the shim's own) */
 };
 
-/* What the HTTP layer does with a socket's bytes (hooks/follow.h). */
+/* What the HTTP layer does with a socket's bytes (follow.h). */
 enum nl_fd_http { NL_HTTP_NONE = 0, NL_HTTP_SERVER = 2, NL_HTTP_CLIENT = 4 };
 /* Why an I/O call on the fd is of interest: one byte, so that a hook asks
  * with one load. */
@@ -178,10 +178,5 @@ static inline int nl_fd_end_connecting(struct nl_fd *e)
 }
 /* Copies tracking from oldfd to newfd (dup and friends). */
 void nl_fd_copy(int oldfd, int newfd);
-
-/* Makes sure a fork child settles the table (pending connects and HTTP
- * exchanges are the parent's): registers the fork handler that does so, once.
- * Called before the table first holds such state (a chunk, the TLS pool). */
-void nl_fd_settle_forks(void);
 
 #endif
