@@ -46,7 +46,7 @@
  * PSS gauge is left out of that sample. Zombies count for nothing.
  *
  * Under nemolens-run the launcher runs this sampler for the processes whose
- * segments it exports (preload/others/memtrees.c): the same walk from each
+ * segments it exports (preload/readers/memtrees.c): the same walk from each
  * root's pid, the same budget, the values recorded into the root's own
  * series.
  *

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* The memory sampler's trees, private to memsampler.c and to the trees
- * nemolens-run samples for the processes it exports (preload/others/
+ * nemolens-run samples for the processes it exports (preload/readers/
  * memtrees.c): the same walk and the same budget, for a tree other than
  * this process's own.
  */

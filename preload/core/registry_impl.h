@@ -14,7 +14,7 @@
  * series at load, and each page of them is a page fault of every exec.
  *
  * Besides registry.c (and its unit tests), only the reader of other
- * processes' registries (preload/others/foreign.c) includes this: it copies
+ * processes' registries (preload/readers/foreign.c) includes this: it copies
  * these records out of another process's segment and folds them into this
  * process's.
  */

@@ -7,7 +7,7 @@
  * record of a process, possibly in a signal handler; nl_seg_atfork_child)
  * makes system calls only: no stdio, no malloc, no locks, errno kept. The
  * directory is segdir.c's; other processes' segments are read in
- * preload/others/segread.c.
+ * preload/readers/segread.c.
  *
  * The shim's own files use the plain libc calls, on threads or in sections
  * where the hooks are bypassed, so that interceptors (a sanitizer's) see

@@ -50,7 +50,7 @@
  *
  * This process's segment is segment.c's, the directory segdir.c's; other
  * processes' segments are read, claimed and released through
- * preload/others/segread.h.
+ * preload/readers/segread.h.
  */
 #ifndef NL_SEGMENT_H
 #define NL_SEGMENT_H

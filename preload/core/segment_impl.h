@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* What the segment files share and nothing else sees: this process's
  * segment (segment.c), the directory segments live in (segdir.c), and the
- * readers of other processes' segments (preload/others/segread.c).
+ * readers of other processes' segments (preload/readers/segread.c).
  */
 #ifndef NL_SEGMENT_IMPL_H
 #define NL_SEGMENT_IMPL_H
