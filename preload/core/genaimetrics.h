@@ -2,7 +2,7 @@
 /* Model calls read from the bytes (genai.h): the GenAI semantic
  * conventions' instruments on both sides, NeMo Lens's on the server side,
  * and NeMo Gym's model-call set (gym.model_call.*) on the server side,
- * recorded by the HTTP glue in hooks/ when a call's response ends.
+ * recorded by the HTTP glue (preload/follow/) when a call's response ends.
  *
  * Like httpmetrics.h: lock-free, allocation-free and async-signal-safe once
  * registered; series come from the registry's reserved room, found again by

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* The HTTP metrics (http.server.*, http.client.*, and NeMo Gym's endpoint
  * metrics gym.rollout.* and gym.verify.* derived from the routes), recorded
- * by the HTTP glue in hooks/ as the parser reports requests and responses.
+ * by the HTTP glue (preload/follow/) as the parser reports requests and responses.
  *
  * Every function here is lock-free, allocation-free and async-signal-safe:
  * the instruments are made ahead of time, by nl_httpmetrics_register at the

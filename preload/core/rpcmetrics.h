@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* The RPC metrics of gRPC calls (rpc.server.call.duration,
  * rpc.client.call.duration) per the OpenTelemetry RPC semantic conventions,
- * recorded by the HTTP/2 glue in hooks/ as calls end.
+ * recorded by the HTTP/2 glue (preload/follow/) as calls end.
  *
  * Like httpmetrics.h: lock-free, allocation-free, async-signal-safe; series
  * come from the registry's reserved room through a fixed table keyed by the
