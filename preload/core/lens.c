@@ -335,6 +335,32 @@ static struct nemolens_meter *enter(struct nemolens_meter *m)
 
 static void leave(struct nemolens_meter *m) { atomic_fetch_sub_explicit(&m->active, 1, memory_order_release); }
 
+/* A record call's values, copied into v (vsize bytes): as many as the
+ * caller's struct has (size), the fields it does not know zero. Returns
+ * how many bytes it had, 0 when there is nothing to record. */
+static size_t take_values(void *v, size_t vsize, const void *values, size_t size)
+{
+	if (!atomic_load_explicit(&nl_recording, memory_order_relaxed) || !values || size == 0)
+		return 0;
+	size_t n = size < vsize ? size : vsize;
+	memset(v, 0, vsize);
+	memcpy(v, values, n);
+	return n;
+}
+
+/* take_values, then the meter entered: NULL when there is nothing to
+ * record. The caller leaves the meter. */
+static struct nemolens_meter *begin_record(struct nemolens_meter *meter, void *v, size_t vsize, const void *values,
+					    size_t size, size_t *n)
+{
+	*n = take_values(v, vsize, values, size);
+	if (!*n)
+		return NULL;
+	/* Before anything is written: the first record makes the segment (state.h). */
+	nl_runtime_kick();
+	return enter(meter);
+}
+
 /* Under lock: the series for attrs, counted as used by one more meter. */
 static struct nl_series *series_for(enum nl_inst_id id, const struct nl_attr *attrs, size_t n)
 {
@@ -401,15 +427,9 @@ static void record_f64(struct nemolens_meter *m, enum nl_inst_id id, const struc
 
 API void nemolens_record_rl(nemolens_meter *meter, const struct nemolens_rl_metrics *values, size_t size)
 {
-	if (!atomic_load_explicit(&nl_recording, memory_order_relaxed) || !values || size == 0)
-		return;
 	struct nemolens_rl_metrics v;
-	size_t n = size < sizeof v ? size : sizeof v;
-	memset(&v, 0, sizeof v);
-	memcpy(&v, values, n);
-	/* Before anything is written: the first record makes the segment (state.h). */
-	nl_runtime_kick();
-	struct nemolens_meter *m = enter(meter);
+	size_t n;
+	struct nemolens_meter *m = begin_record(meter, &v, sizeof v, values, size, &n);
 	if (!m)
 		return;
 	typedef struct nemolens_rl_metrics T;
@@ -433,15 +453,9 @@ API void nemolens_record_rl(nemolens_meter *meter, const struct nemolens_rl_metr
 
 API void nemolens_record_gym(nemolens_meter *meter, const struct nemolens_gym_metrics *values, size_t size)
 {
-	if (!atomic_load_explicit(&nl_recording, memory_order_relaxed) || !values || size == 0)
-		return;
 	struct nemolens_gym_metrics v;
-	size_t n = size < sizeof v ? size : sizeof v;
-	memset(&v, 0, sizeof v);
-	memcpy(&v, values, n);
-	/* Before anything is written: the first record makes the segment (state.h). */
-	nl_runtime_kick();
-	struct nemolens_meter *m = enter(meter);
+	size_t n;
+	struct nemolens_meter *m = begin_record(meter, &v, sizeof v, values, size, &n);
 	if (!m)
 		return;
 	typedef struct nemolens_gym_metrics T;
@@ -580,12 +594,10 @@ static const char *or_default(const char *s, const char *dflt) { return s && *s 
 API void nemolens_record_inference(nemolens_meter *meter, const struct nemolens_inference_metrics *values,
 				   size_t size)
 {
-	if (!atomic_load_explicit(&nl_recording, memory_order_relaxed) || !values || size == 0)
-		return;
 	struct nemolens_inference_metrics v;
-	size_t n = size < sizeof v ? size : sizeof v;
-	memset(&v, 0, sizeof v);
-	memcpy(&v, values, n);
+	size_t n = take_values(&v, sizeof v, values, size);
+	if (!n)
+		return;
 	typedef struct nemolens_inference_metrics T;
 	bool dur = HAS(T, request_duration_s, n) && is_set(&v.request_duration_s.set) &&
 		   valid_nonneg(v.request_duration_s.value);

@@ -154,6 +154,24 @@ static size_t envcap;
 
 /* ---- reading /proc ------------------------------------------------------- */
 
+/* Reads fd into buf[*n, cap) until it is full or the file ends: 1 when
+ * full, 0 at the end, or -errno. */
+static int fill(int fd, char *buf, size_t cap, size_t *n)
+{
+	while (*n < cap) {
+		ssize_t r = read(fd, buf + *n, cap - *n);
+		if (r < 0) {
+			if (errno == EINTR)
+				continue;
+			return -errno;
+		}
+		if (r == 0)
+			return 0;
+		*n += (size_t)r;
+	}
+	return 1;
+}
+
 /* Reads name (relative to dirfd) into buf; returns its length, or -errno.
  * Content past cap is cut off (the parsers reject what that breaks). */
 static ssize_t read_at(int dirfd, const char *name, char *buf, size_t cap)
@@ -162,21 +180,9 @@ static ssize_t read_at(int dirfd, const char *name, char *buf, size_t cap)
 	if (fd < 0)
 		return -errno;
 	size_t n = 0;
-	while (n < cap) {
-		ssize_t r = read(fd, buf + n, cap - n);
-		if (r < 0) {
-			if (errno == EINTR)
-				continue;
-			int e = errno;
-			close(fd);
-			return -e;
-		}
-		if (r == 0)
-			break;
-		n += (size_t)r;
-	}
+	int r = fill(fd, buf, cap, &n);
 	close(fd);
-	return (ssize_t)n;
+	return r < 0 ? r : (ssize_t)n;
 }
 
 /* Reads a whole file of unknown size into the growable envbuf (at most
@@ -188,14 +194,11 @@ static ssize_t read_big_at(int dirfd, const char *name, bool *cut)
 	if (fd < 0)
 		return -errno;
 	size_t n = 0;
-	for (;;) {
+	int r = 0;
+	do {
 		if (n == envcap) {
-			if (envcap >= ENVIRON_MAX) {
-				*cut = true;
-				break;
-			}
 			size_t cap = envcap ? envcap * 2 : 16384;
-			char *b = realloc(envbuf, cap);
+			char *b = envcap < ENVIRON_MAX ? realloc(envbuf, cap) : NULL;
 			if (!b) {
 				*cut = true;
 				break;
@@ -203,20 +206,10 @@ static ssize_t read_big_at(int dirfd, const char *name, bool *cut)
 			envbuf = b;
 			envcap = cap;
 		}
-		ssize_t r = read(fd, envbuf + n, envcap - n);
-		if (r < 0) {
-			if (errno == EINTR)
-				continue;
-			int e = errno;
-			close(fd);
-			return -e;
-		}
-		if (r == 0)
-			break;
-		n += (size_t)r;
-	}
+		r = fill(fd, envbuf, envcap, &n);
+	} while (r > 0);
 	close(fd);
-	return (ssize_t)n;
+	return r < 0 ? r : (ssize_t)n;
 }
 
 static int open_pid_dir(int pid)
