@@ -6,4 +6,8 @@
 /* The launcher's name, first in each of its messages. */
 extern const char *const progname;
 
+/* The exit status when nemolens-run fails itself (no shim, no fork), as
+ * env(1) and timeout(1) do. */
+#define EXIT_LAUNCHER 125
+
 #endif
