@@ -3,6 +3,10 @@
 #ifndef NL_LAUNCHER_H
 #define NL_LAUNCHER_H
 
+#ifndef NL_VERSION
+#define NL_VERSION "unknown"
+#endif
+
 /* The launcher's name, first in each of its messages. */
 extern const char *const progname;
 
