@@ -57,25 +57,19 @@ NL_REAL_FUNCS_BY_HAND(NL_REAL_RESOLVER)
 
 /* fcntl's third argument is an int or a pointer depending on the command;
  * an unsigned long carries either unchanged on the ABIs glibc supports. */
-NL_ENTRY_PATH static int first_fcntl(int fd, int cmd, ...)
-{
-	va_list ap;
-	va_start(ap, cmd);
-	unsigned long arg = va_arg(ap, unsigned long);
-	va_end(ap);
-	return nl_resolve_fcntl()(fd, cmd, arg);
-}
-nl_fcntl_fn nl_real_fcntl_ptr = first_fcntl;
-
-NL_ENTRY_PATH static int first_fcntl64(int fd, int cmd, ...)
-{
-	va_list ap;
-	va_start(ap, cmd);
-	unsigned long arg = va_arg(ap, unsigned long);
-	va_end(ap);
-	return nl_resolve_fcntl64()(fd, cmd, arg);
-}
-nl_fcntl64_fn nl_real_fcntl64_ptr = first_fcntl64;
+#define NL_FIRST_FCNTL(name)                                          \
+	NL_ENTRY_PATH static int first_##name(int fd, int cmd, ...)  \
+	{                                                             \
+		va_list ap;                                           \
+		va_start(ap, cmd);                                    \
+		unsigned long arg = va_arg(ap, unsigned long);        \
+		va_end(ap);                                           \
+		return nl_resolve_##name()(fd, cmd, arg);             \
+	}                                                             \
+	nl_##name##_fn nl_real_##name##_ptr = first_##name;
+NL_FIRST_FCNTL(fcntl)
+NL_FIRST_FCNTL(fcntl64)
+#undef NL_FIRST_FCNTL
 
 /* syscall's arguments are six longs whatever the number, as libc's own
  * syscall() takes them: the ones a call does not pass are read and ignored. */
