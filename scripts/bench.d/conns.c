@@ -42,6 +42,23 @@ static void raise_nofile(void)
 	}
 }
 
+/* A listener on a, its port printed for the bench to read; -1 on failure. */
+static int listen_and_say(struct sockaddr_in *a)
+{
+	int l = socket(AF_INET, SOCK_STREAM, 0);
+	int one = 1;
+	setsockopt(l, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+	if (bind(l, (struct sockaddr *)a, sizeof *a) || listen(l, 4096)) {
+		perror("listen");
+		return -1;
+	}
+	socklen_t len = sizeof *a;
+	getsockname(l, (struct sockaddr *)a, &len);
+	printf("%d\n", ntohs(a->sin_port));
+	fflush(stdout);
+	return l;
+}
+
 int main(int argc, char **argv)
 {
 	if (argc < 2)
@@ -56,17 +73,9 @@ int main(int argc, char **argv)
 	long n = argc > 2 ? atol(argv[2]) : 0;
 	struct sockaddr_in a = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
 	if (!strcmp(argv[1], "listen")) {
-		int l = socket(AF_INET, SOCK_STREAM, 0);
-		int one = 1;
-		setsockopt(l, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-		if (bind(l, (struct sockaddr *)&a, sizeof a) || listen(l, 4096)) {
-			perror("listen");
+		int l = listen_and_say(&a);
+		if (l < 0)
 			return 1;
-		}
-		socklen_t len = sizeof a;
-		getsockname(l, (struct sockaddr *)&a, &len);
-		printf("%d\n", ntohs(a.sin_port));
-		fflush(stdout);
 		for (long i = 0; i < n; i++)
 			if (accept(l, 0, 0) < 0)
 				perror("accept");
@@ -85,17 +94,9 @@ int main(int argc, char **argv)
 	}
 	char buf[512];
 	if (!strcmp(argv[1], "httpserve") || !strcmp(argv[1], "h2serve")) {
-		int l = socket(AF_INET, SOCK_STREAM, 0);
-		int one = 1;
-		setsockopt(l, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-		if (bind(l, (struct sockaddr *)&a, sizeof a) || listen(l, 4096)) {
-			perror("listen");
+		int l = listen_and_say(&a);
+		if (l < 0)
 			return 1;
-		}
-		socklen_t len = sizeof a;
-		getsockname(l, (struct sockaddr *)&a, &len);
-		printf("%d\n", ntohs(a.sin_port));
-		fflush(stdout);
 		for (long i = 0; i < n; i++) {
 			int c = accept(l, 0, 0);
 			/* The request is small: one read has it all on loopback. */

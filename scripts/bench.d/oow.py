@@ -33,14 +33,17 @@ def check(v, op, lim):
     return "pass" if {"le": v <= lim, "lt": v < lim}[op] else "miss"
 
 
-class Hole:
-    """Accepts connections, reads them, never answers."""
+class Acceptor:
+    """A loopback listener that accepts every connection and either keeps it,
+    read by nobody and never answered (keep), or closes it."""
 
-    def __init__(self):
+    def __init__(self, backlog, keep):
         self.sock = socket.socket()
         self.sock.bind(("127.0.0.1", 0))
-        self.sock.listen(256)
-        self.url = f"http://127.0.0.1:{self.sock.getsockname()[1]}/v1/metrics"
+        self.sock.listen(backlog)
+        self.port = self.sock.getsockname()[1]
+        self.url = f"http://127.0.0.1:{self.port}/v1/metrics"
+        self.keep = keep
         self.held = []
         threading.Thread(target=self.run, daemon=True).start()
 
@@ -50,26 +53,10 @@ class Hole:
                 c, _ = self.sock.accept()
             except OSError:
                 return
-            self.held.append(c)
-
-
-class Listener:
-    """What the programs connect to: accepts and closes."""
-
-    def __init__(self):
-        self.sock = socket.socket()
-        self.sock.bind(("127.0.0.1", 0))
-        self.sock.listen(1024)
-        self.port = self.sock.getsockname()[1]
-        threading.Thread(target=self.run, daemon=True).start()
-
-    def run(self):
-        while True:
-            try:
-                c, _ = self.sock.accept()
-            except OSError:
-                return
-            c.close()
+            if self.keep:
+                self.held.append(c)
+            else:
+                c.close()
 
 
 def env_for(mode, url, interval=1000, **extra):
@@ -319,8 +306,8 @@ def launcher_tree_cpu(lis, n):
 
 
 def main():
-    lis = Listener()
-    hole = Hole()
+    lis = Acceptor(1024, keep=False)   # what the programs connect to
+    hole = Acceptor(256, keep=True)    # a collector that never answers
     rounds = 1 if SMOKE else 3
 
     subprocess.run(["gcc", "-O2", "-x", "c", "-o", FORK_BIN, "-"], input=FORK_C, text=True, check=True)

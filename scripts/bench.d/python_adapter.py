@@ -28,18 +28,7 @@ import time
 SO, OUT, PAIRS, N = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
 PY = "/usr/bin/python3"
 
-SERVER = r"""
-import sys
-from aiohttp import web
-async def ok(request):
-    return web.Response(text="ok")
-app = web.Application()
-app.router.add_get("/", ok)
-import socket
-s = socket.socket(); s.bind(("127.0.0.1", 0)); s.listen(512)
-print(s.getsockname()[1], flush=True)
-web.run_app(app, sock=s, print=None, handle_signals=True)
-"""
+SERVER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "aiohttp_ok_server.py")
 
 CLIENT = r"""
 import asyncio, sys, time, aiohttp
@@ -98,7 +87,7 @@ series("start", lambda on: child_cpu_us([PY, "-c", "pass"], on) / 1000.0)
 series("aiohttp", lambda on: child_cpu_us([PY, "-c", "import aiohttp"], on) / 1000.0)
 series("httpx", lambda on: child_cpu_us([PY, "-c", "import httpx"], on) / 1000.0)
 
-server = subprocess.Popen([PY, "-c", SERVER], stdout=subprocess.PIPE, text=True,
+server = subprocess.Popen([PY, SERVER], stdout=subprocess.PIPE, text=True,
                           env={k: v for k, v in os.environ.items() if k != "LD_PRELOAD"})
 try:
     port = server.stdout.readline().strip()

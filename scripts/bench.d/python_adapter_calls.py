@@ -30,17 +30,7 @@ PY = "/usr/bin/python3"
 TRIXIE = "/opt/nemolens-deps/python-trixie/usr/lib/python3/dist-packages"
 LIBS = [None] + ([TRIXIE] if os.path.isdir(TRIXIE) and not FIRST else [])
 
-SERVER = r"""
-from aiohttp import web
-import socket
-async def ok(request):
-    return web.Response(text="ok")
-app = web.Application()
-app.router.add_get("/", ok)
-s = socket.socket(); s.bind(("127.0.0.1", 0)); s.listen(512)
-print(s.getsockname()[1], flush=True)
-web.run_app(app, sock=s, print=None, handle_signals=True)
-"""
+SERVER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "aiohttp_ok_server.py")
 
 CLIENTS = {
     "aiohttp": r"""
@@ -101,7 +91,7 @@ def version(client, libs):
     return "%s-%s" % (package, p.stdout.strip())
 
 
-server = subprocess.Popen([PY, "-c", SERVER], stdout=subprocess.PIPE, text=True,
+server = subprocess.Popen([PY, SERVER], stdout=subprocess.PIPE, text=True,
                           env={k: v for k, v in os.environ.items() if k not in ("LD_PRELOAD", "PYTHONPATH")})
 try:
     url = "http://127.0.0.1:%s/" % server.stdout.readline().strip()
