@@ -99,20 +99,10 @@ static void local_attrs(const struct nl_series *s, struct nl_attr *out)
 	for (size_t k = 0; k < s->n_attrs; k++) {
 		out[k].key = nl_seg_ptr(a[k].key);
 		out[k].type = (enum nl_attr_type)a[k].type;
-		switch (out[k].type) {
-		case NL_ATTR_STR:
+		if (out[k].type == NL_ATTR_STR)
 			out[k].v.s = nl_seg_ptr(a[k].v.s);
-			break;
-		case NL_ATTR_INT:
-			out[k].v.i = a[k].v.i;
-			break;
-		case NL_ATTR_BOOL:
-			out[k].v.b = a[k].v.b != 0;
-			break;
-		case NL_ATTR_DOUBLE:
-			memcpy(&out[k].v.d, &a[k].v.d, sizeof(double));
-			break;
-		}
+		else
+			nl_sattr_scalar(&a[k], &out[k]);
 	}
 }
 

@@ -96,6 +96,25 @@ struct nl_sattr {
 	} v;
 };
 
+/* An attribute's value other than a string (whose offset each reader
+ * resolves its own way), from its record into out: false for a type that
+ * has no such value. */
+static inline bool nl_sattr_scalar(const struct nl_sattr *a, struct nl_attr *out)
+{
+	switch (a->type) {
+	case NL_ATTR_INT:
+		out->v.i = a->v.i;
+		return true;
+	case NL_ATTR_BOOL:
+		out->v.b = a->v.b != 0;
+		return true;
+	case NL_ATTR_DOUBLE:
+		__builtin_memcpy(&out->v.d, &a->v.d, sizeof(double));
+		return true;
+	}
+	return false;
+}
+
 struct nl_seg_header {
 	char magic[8];
 	uint32_t version;

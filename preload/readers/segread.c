@@ -48,23 +48,9 @@ bool nl_seg_get_attrs(const uint8_t *data, size_t len, const struct nl_sattr *in
 		out[k].type = (enum nl_attr_type)in[k].type;
 		if (!out[k].key || !out[k].key[0])
 			return false;
-		switch (in[k].type) {
-		case NL_ATTR_STR:
-			if (!(out[k].v.s = nl_seg_str(data, len, in[k].v.s)))
-				return false;
-			break;
-		case NL_ATTR_INT:
-			out[k].v.i = in[k].v.i;
-			break;
-		case NL_ATTR_BOOL:
-			out[k].v.b = in[k].v.b != 0;
-			break;
-		case NL_ATTR_DOUBLE:
-			memcpy(&out[k].v.d, &in[k].v.d, sizeof(double));
-			break;
-		default:
+		if (in[k].type == NL_ATTR_STR ? !(out[k].v.s = nl_seg_str(data, len, in[k].v.s))
+					      : !nl_sattr_scalar(&in[k], &out[k]))
 			return false;
-		}
 	}
 	return true;
 }
