@@ -38,7 +38,7 @@
  *                the rules' host names, which the Host header of each
  *                request may then refine with its port (follow.c)
  * and publishes (ssl | FOLLOW), or (ssl | IGNORE) when that side is not
- * parsed. A connection found not to carry HTTP/1.x (its first bytes, any
+ * parsed. A connection found not to carry HTTP (its first bytes, any
  * parse error, an upgrade) becomes IGNORE: its calls then cost the table
  * load and a compare.
  *

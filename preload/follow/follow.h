@@ -5,7 +5,7 @@
  *
  * A socket becomes a candidate when it is accepted (server side) or
  * connected (client side); its first bytes in each direction then decide,
- * and a socket found not to carry HTTP/1.x costs nothing more. The parser
+ * and a socket found not to carry HTTP costs nothing more. The parser
  * state of a followed socket (struct nl_httpconn, at most 256 bytes) lives
  * in a table indexed by fd, mapped a chunk at a time on first use: no
  * allocation in any hook.
