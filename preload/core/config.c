@@ -472,6 +472,53 @@ NL_LOAD_PATH static void load_log_level(struct nl_config *cfg, const struct env 
 	invalid("NEMOLENS_LOG_LEVEL", v, "none, error, warn, info or debug");
 }
 
+/* A counter that differs at every call and on every host: the time stamp
+ * counter where there is one. No system call, no page of libc. */
+NL_LOAD_PATH static uint64_t cycles(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+	return __builtin_ia32_rdtsc();
+#elif defined(__aarch64__)
+	uint64_t v;
+	__asm__ __volatile__("mrs %0, cntvct_el0" : "=r"(v));
+	return v;
+#else
+	return 0;
+#endif
+}
+
+/* nemo.run.id as NeMo Gym finds it: NEMO_GYM_OTEL_RUN_ID, else
+ * SLURM_JOB_ID. Else the id the tree's outermost process made, which its
+ * descendants find in NL_ENV_RUN_ID, or which this process makes when it is
+ * that one (the runtime then sets the variable): 12 hex digits, as Gym's
+ * own, from the time stamp counter, the pid and where the stack lies. */
+NL_LOAD_PATH static void load_run_id(struct nl_config *cfg, const struct env *e)
+{
+	const char *v = env_get(e, "NEMO_GYM_OTEL_RUN_ID");
+	if (!v || !*v)
+		v = env_get(e, "SLURM_JOB_ID");
+	if (!v || !*v)
+		v = env_get(e, NL_ENV_RUN_ID);
+	if (v && *v) {
+		if ((cfg->run_id = keep_str(cfg, v)))
+			nl_utf8_sanitize(cfg->run_id);
+		return;
+	}
+	if (!cfg->outermost)
+		return;
+	uint64_t x = cycles() ^ ((uint64_t)getpid() << 40) ^ (uint64_t)(uintptr_t)&x;
+	/* splitmix64's finalizer: every input bit reaches every output bit. */
+	x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+	x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+	x ^= x >> 31;
+	char id[13];
+	for (int i = 0; i < 12; i++)
+		id[i] = "0123456789abcdef"[(x >> (4 * i)) & 15];
+	id[12] = 0;
+	cfg->run_id = keep_str(cfg, id);
+	cfg->run_id_made = cfg->run_id != NULL;
+}
+
 /* Where warnings go and whether this process is the outermost shim process:
  * decided before any warning, and the level as well, so that the warnings
  * about these variables themselves go where the valid ones say. */
@@ -742,6 +789,7 @@ NL_LOAD_PATH void nl_config_load(struct nl_config *cfg, nl_getenv_fn get, const 
 		v = gym_name && gym_type[0] ? gym_type : "process";
 	if ((cfg->server_type = keep_str(cfg, v)))
 		nl_utf8_sanitize(cfg->server_type);
+	load_run_id(cfg, &e);
 	load_http(cfg, &e);
 	load_adopt(cfg, &e);
 }
@@ -750,7 +798,7 @@ void nl_config_free(struct nl_config *cfg)
 {
 	char *strings[] = { cfg->http_routes, cfg->http_known_methods, cfg->gym_rollout_route,
 			    cfg->gym_verify_route, cfg->endpoint, cfg->ca_file, cfg->client_key,
-			    cfg->client_cert, cfg->service_name, cfg->server_name, cfg->server_type,
+			    cfg->client_cert, cfg->service_name, cfg->server_name, cfg->server_type, cfg->run_id,
 			    cfg->destinations, cfg->console_path, cfg->log_path, cfg->runtime_dir,
 			    cfg->genai_paths, cfg->genai_provider, cfg->call_sites_skip };
 	for (size_t i = 0; i < sizeof strings / sizeof *strings; i++)

@@ -44,6 +44,8 @@ struct nl_config {
 	char *service_name;             /* OTEL_SERVICE_NAME or service.name resource attr; may be NULL */
 	char *server_name;              /* NEMOLENS_SERVER_NAME, else service name, else program name */
 	char *server_type;              /* NEMOLENS_SERVER_TYPE, default "process" */
+	char *run_id;                   /* nemo.run.id: NEMO_GYM_OTEL_RUN_ID, SLURM_JOB_ID, NL_ENV_RUN_ID, or made */
+	bool run_id_made;               /* made here, by the tree's outermost process: its descendants get it */
 	struct nl_header *resource;     /* OTEL_RESOURCE_ATTRIBUTES, decoded; as headers */
 	size_t n_resource;
 	char *destinations;             /* NEMOLENS_DESTINATIONS, raw */
@@ -94,6 +96,10 @@ struct nl_config {
  * its own environment at load when no shim ancestor did, so that every
  * descendant inherits it (through any non-shim process in between). */
 #define NL_ENV_OUTERMOST "NEMOLENS_OUTERMOST_PID"
+/* The run id the outermost process made for its tree, when neither NeMo
+ * Gym's variable nor Slurm's gives one: set by it at load, for its
+ * descendants (docs/configuration.md). */
+#define NL_ENV_RUN_ID "NEMOLENS_RUN_ID"
 /* Set by nemolens-run for its program: its own pid, the process that exports
  * the segments of the whole tree (docs/export.md). */
 #define NL_ENV_RUN_EXPORTER "NEMOLENS_RUN_EXPORTER"

@@ -85,5 +85,7 @@ void nl_resource_build(struct nl_resource *r, const struct nl_config *cfg)
 	add(r, NL_ATTR_S("telemetry.sdk.version", NL_VERSION));
 	add(r, NL_ATTR_S("nemo.gym.server.name", cfg->server_name));
 	add(r, NL_ATTR_S("nemo.gym.server.type", cfg->server_type));
+	if (cfg->run_id)
+		add(r, NL_ATTR_S("nemo.run.id", cfg->run_id));
 	errno = saved;
 }

@@ -832,6 +832,9 @@ NL_LOAD_PATH static void mark_tree(void)
 	for (unsigned v = (unsigned)getpid(); p == pid + sizeof pid - 1 || v; v /= 10)
 		*--p = (char)('0' + v % 10);
 	setenv(NL_ENV_OUTERMOST, p, 1);
+	/* The run id this process made for its tree (config.h). */
+	if (cfg.run_id_made)
+		setenv(NL_ENV_RUN_ID, cfg.run_id, 1);
 }
 
 NL_LOAD_PATH bool nl_runtime_load(void)

@@ -80,6 +80,9 @@ static void load(struct nl_config *cfg)
 /* Every variable docs/configuration.md documents (and aliases). */
 static const char *const ALL_VARS[] = {
 	"OTEL_SDK_DISABLED",
+	"NEMO_GYM_OTEL_RUN_ID",
+	"SLURM_JOB_ID",
+	"NEMOLENS_RUN_ID",
 	"NEMOLENS_ENABLED",
 	"NEMO_GYM_OTEL_ENABLED",
 	"NEMOLENS_METRICS_ENABLED",
@@ -1303,6 +1306,54 @@ Test(config, outermost_from_the_inherited_marker)
 		cr_assert_not(c.outermost, "%s", other[i]);
 		nl_config_free(&c);
 	}
+}
+
+/* nemo.run.id: Gym's variable, else Slurm's, else the tree's; the outermost
+ * process makes one when none is set, a descendant never does. */
+Test(config, run_id_from_gym_then_slurm_then_the_tree)
+{
+	static const struct {
+		const char *gym, *slurm, *tree, *want;
+	} rows[] = {
+		{ "gym-run", "4242", "0123456789ab", "gym-run" },
+		{ NULL, "4242", "0123456789ab", "4242" },
+		{ "", "4242", NULL, "4242" },
+		{ NULL, NULL, "0123456789ab", "0123456789ab" },
+		{ "", "", "0123456789ab", "0123456789ab" },
+	};
+	for (size_t i = 0; i < sizeof rows / sizeof *rows; i++) {
+		setup();
+		if (rows[i].gym)
+			env_set("NEMO_GYM_OTEL_RUN_ID", rows[i].gym);
+		if (rows[i].slurm)
+			env_set("SLURM_JOB_ID", rows[i].slurm);
+		if (rows[i].tree)
+			env_set("NEMOLENS_RUN_ID", rows[i].tree);
+		struct nl_config c;
+		load(&c);
+		cr_assert_str_eq(c.run_id, rows[i].want, "row %zu", i);
+		cr_assert_not(c.run_id_made, "row %zu", i);
+		nl_config_free(&c);
+	}
+}
+
+Test(config, run_id_made_by_the_outermost_process_only)
+{
+	struct nl_config a, b;
+	load(&a);
+	load(&b);
+	cr_assert(a.run_id_made && b.run_id_made);
+	cr_assert_eq(strlen(a.run_id), 12);
+	cr_assert_eq(strspn(a.run_id, "0123456789abcdef"), 12, "%s", a.run_id);
+	cr_assert_str_neq(a.run_id, b.run_id, "two runs, two ids");
+	nl_config_free(&a);
+	nl_config_free(&b);
+
+	env_set("NEMOLENS_OUTERMOST_PID", "1");   /* a shim ancestor: it made the id */
+	load(&a);
+	cr_assert_null(a.run_id);
+	cr_assert_not(a.run_id_made);
+	nl_config_free(&a);
 }
 
 /* By default only the outermost process writes, and only to a terminal: the
