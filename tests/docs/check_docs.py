@@ -26,6 +26,9 @@ variable or instrument is caught the day it is added:
                docs/configuration.md, names every variable that does
   licenses     every C, Python, shell and CMake source (and the linker
                script, JavaScript, Go) has its SPDX-License-Identifier line
+  sources      every C and Python source of the layer folders (preload/,
+               hooks/, exporter/) is named, by its path, in the source-file
+               tables of docs/internals.md, and every path named there exists
 """
 import os
 import re
@@ -389,6 +392,34 @@ def check_licenses(root):
     return errors
 
 
+SOURCE_TABLE_EXTS = (".c", ".h", ".py")
+NAMED_PATH = re.compile(r"`((?:preload|hooks|exporter)/[\w./-]+\.(?:c|h|py))`")
+
+
+def check_sources(root):
+    """docs/internals.md names every source file of the layers, each in a
+    row of its tables (a file without its line fails), and names none that
+    is gone."""
+    text = open(os.path.join(root, "docs", "internals.md"), encoding="utf-8").read()
+    named = set()
+    for _, rows in md_tables(text):
+        for row in rows:
+            if row:
+                named.update(NAMED_PATH.findall(row[0]))
+    errors = []
+    present = set()
+    for path in source_files(root, SOURCE_TABLE_EXTS):
+        rel = os.path.relpath(path, root)
+        if "__pycache__" in rel:
+            continue
+        present.add(rel)
+        if rel not in named:
+            errors.append(f"{rel}: not in the source-file tables of docs/internals.md")
+    for rel in sorted(named - present):
+        errors.append(f"docs/internals.md names {rel}, which does not exist")
+    return errors
+
+
 LAUNCHER = None
 
 CHECKS = {
@@ -398,6 +429,7 @@ CHECKS = {
     "links": check_links,
     "manpages": lambda root: check_manpages(root, LAUNCHER),
     "licenses": check_licenses,
+    "sources": check_sources,
 }
 
 
@@ -469,6 +501,14 @@ BREAKS = [
      lambda r: open(os.path.join(r, "hooks", "zz_new.c"), "w").write("/* A new hook. */\nint x;\n")),
     ("licenses", "a Python file whose SPDX line was removed",
      lambda r: edit(r, "preload/python/sitecustomize.py", "# SPDX-License-Identifier: Apache-2.0\n", "")),
+    ("sources", "a new source file without its line in docs/internals.md",
+     lambda r: open(os.path.join(r, "preload", "follow", "zz_new.c"), "w").write(
+         "/* SPDX-License-Identifier: Apache-2.0 */\n/* A new part of the follow layer. */\nint y;\n")),
+    ("sources", "a file named in docs/internals.md that is gone",
+     lambda r: os.remove(os.path.join(r, "hooks", "dns.c"))),
+    ("sources", "a file named only outside the first cell of its row",
+     lambda r: edit(r, "docs/internals.md", "| `hooks/dns.c` | The `getaddrinfo` hook:",
+                    "| DNS | The `getaddrinfo` hook of `hooks/dns.c`:")),
     ("links", "a link to a page that does not exist",
      lambda r: edit(r, "docs/export.md", "(#however-a-process-ends)", "(missing-page.md)")),
     ("links", "a link to a heading that does not exist",
