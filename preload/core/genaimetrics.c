@@ -5,13 +5,13 @@
 #include <string.h>
 #include <strings.h>
 
-#include "bytekey.h"
 #include "dest.h"
 #include "httpmetrics.h"
 #include "instruments.h"
 #include "loadpath.h"
 #include "registry.h"
 #include "state.h"
+#include "table.h"
 
 NL_LOAD_STATE bool nl_genai_on;
 NL_LOAD_STATE uint8_t nl_genai_min_target = 255;
@@ -81,31 +81,17 @@ enum nl_genai_op nl_genai_rule_op(const char *t, size_t n)
 
 /* ---- bounded names -------------------------------------------------------------- */
 
-/* Values interned up to a limit, open addressing over slots claimed with one
- * CAS and written once: state 0 free, 1 being written, 2 + id ready, DEAD
- * claimed past the limit. Ids past the limit are the limit itself: _OTHER. */
-#define DEAD 0xFFFFFFFFu
-#define SPINS 1024
-struct slot {
-	_Atomic uint32_t state;
-	uint32_t len;
-	char text[NL_GENAI_MODEL_MAX + 1];
-};
-struct names {
-	struct slot *slots;
-	unsigned n_slots;
-	unsigned limit;
-	_Atomic unsigned n;
-	const char **text;      /* by id */
-};
-
+/* Values interned up to a limit (table.h); ids past the limit are the limit
+ * itself: _OTHER. */
 #define MODELS 64
 #define WORDS 32
-static struct slot model_slots[2 * MODELS], finish_slots[2 * WORDS], error_slots[2 * WORDS];
+static NL_INTERN_SLOT(NL_GENAI_MODEL_MAX) model_slots[2 * MODELS], finish_slots[2 * WORDS], error_slots[2 * WORDS];
 static const char *model_text[MODELS], *finish_text[WORDS], *error_text[WORDS];
+static _Atomic unsigned n_models, n_finishes, n_errors;
 /* Set up by the first record (nl_genaimetrics_register): zero until then,
  * no relocation for the loader to write. */
-static struct names models, finishes, errors;
+static struct nl_intern models, finishes, errors;
+_Static_assert(!(MODELS & (MODELS - 1)) && !(WORDS & (WORDS - 1)), "table.h: slots a power of two");
 
 #define NAME_NONE 0xff          /* no value: no attribute */
 
@@ -117,55 +103,16 @@ static bool visible(const char *s, size_t n)
 	return true;
 }
 
-static inline void cpu_relax(void)
-{
-#if defined(__x86_64__) || defined(__i386__)
-	__builtin_ia32_pause();
-#elif defined(__aarch64__)
-	__asm__ __volatile__("yield");
-#endif
-}
-
 /* The id of s[0..n): NAME_NONE for none, limit (_OTHER) past the limit or
  * for a value an attribute should not carry as is. */
-static unsigned intern(struct names *t, const char *s, size_t n)
+static unsigned intern(const struct nl_intern *t, const char *s, size_t n)
 {
 	if (!n)
 		return NAME_NONE;
 	if (n > NL_GENAI_MODEL_MAX || !visible(s, n))
-		return t->limit;
-	uint32_t h = nl_bytes_key(s, n);
-	for (unsigned probe = 0; probe < t->n_slots; probe++) {
-		struct slot *e = &t->slots[(h + probe) % t->n_slots];
-		uint32_t st = atomic_load_explicit(&e->state, memory_order_acquire);
-		if (st == 0) {
-			if (atomic_load_explicit(&t->n, memory_order_relaxed) >= t->limit)
-				return t->limit;
-			if (atomic_compare_exchange_strong_explicit(&e->state, &st, 1, memory_order_acquire,
-								    memory_order_acquire)) {
-				unsigned id = atomic_fetch_add_explicit(&t->n, 1, memory_order_relaxed);
-				if (id >= t->limit) {
-					atomic_store_explicit(&e->state, DEAD, memory_order_release);
-					return t->limit;
-				}
-				memcpy(e->text, s, n);
-				e->text[n] = 0;
-				e->len = (uint32_t)n;
-				t->text[id] = e->text;
-				atomic_store_explicit(&e->state, 2 + id, memory_order_release);
-				return id;
-			}
-		}
-		for (int spin = 0; st == 1; spin++) {
-			if (spin == SPINS)
-				return t->limit;
-			cpu_relax();
-			st = atomic_load_explicit(&e->state, memory_order_acquire);
-		}
-		if (st != DEAD && e->len == n && memcmp(e->text, s, n) == 0)
-			return st - 2;
-	}
-	return t->limit;
+		return t->table.limit;
+	int id = nl_intern(t, s, n);
+	return id == NL_INTERN_OVERFLOW ? t->table.limit : (unsigned)id;
 }
 
 /* Attribute keys, out of the load path's pages (loadpath.h). */
@@ -251,9 +198,9 @@ static const char *provider_text(unsigned kop)
 	return kop & OPN_ANTHROPIC ? "anthropic" : "openai";
 }
 
-static const char *name_text(const struct names *t, unsigned id)
+static const char *name_text(const struct nl_intern *t, unsigned id)
 {
-	return id >= t->limit ? "_OTHER" : t->text[id];
+	return id >= t->table.limit ? "_OTHER" : t->text[id];
 }
 
 static size_t attrs_of(const struct key *k, struct nl_attr *a)
@@ -292,39 +239,51 @@ static size_t attrs_of(const struct key *k, struct nl_attr *a)
 
 #define CELLS 2048
 struct cell {
-	_Atomic uint32_t state;         /* 0 free, 1 being made, 2 ready */
+	struct nl_slot head;    /* ready (id 0) once s is made */
 	uint64_t k0, k1;
 	struct nl_series *s;
 };
 static struct cell cells[CELLS];
+_Static_assert(!(CELLS & (CELLS - 1)), "table.h: slots a power of two");
+
+struct packed {
+	uint64_t k0, k1;
+};
+
+static bool same_key(const struct nl_slot *e, const void *key)
+{
+	const struct cell *c = (const struct cell *)e;
+	const struct packed *p = key;
+	return c->k0 == p->k0 && c->k1 == p->k1;
+}
 
 /* The series of k, made on first use; the overflow series when the table is
- * full or another thread is still making it. */
+ * full or another thread is still making a series where k's may be. */
 static struct nl_series *series_for(const struct key *k)
 {
+	const struct nl_table t = { cells, sizeof cells[0], CELLS, 64, 0, NULL, 0 };
 	struct nl_instrument *inst = insts[k->which];
-	uint64_t k0, k1;
-	pack(k, &k0, &k1);
-	uint64_t h = ((k0 ^ k1 * 0xff51afd7ed558ccdull) * 0x9E3779B97F4A7C15ull) >> 40;
-	for (unsigned probe = 0; probe < 64; probe++) {
-		struct cell *c = &cells[(h + probe) & (CELLS - 1)];
-		uint32_t st = atomic_load_explicit(&c->state, memory_order_acquire);
-		if (st == 0 && atomic_compare_exchange_strong_explicit(&c->state, &st, 1, memory_order_acquire,
-								       memory_order_acquire)) {
-			c->k0 = k0;
-			c->k1 = k1;
-			struct nl_attr a[NL_MAX_ATTRS];
-			size_t n = attrs_of(k, a);
-			c->s = nl_series_add_static(inst, a, n);
-			atomic_store_explicit(&c->state, 2, memory_order_release);
-			return c->s;
-		}
-		if (st == 2 && c->k0 == k0 && c->k1 == k1)
-			return c->s;
-		if (st == 1)
-			return nl_instrument_overflow(inst);   /* perhaps this very one, being made */
+	struct packed p;
+	pack(k, &p.k0, &p.k1);
+	uint32_t h = (uint32_t)(((p.k0 ^ p.k1 * 0xff51afd7ed558ccdull) * 0x9E3779B97F4A7C15ull) >> 40);
+	struct nl_slot *e;
+	uint32_t id;
+	switch (nl_table_claim(&t, h, same_key, &p, &e, &id)) {
+	case NL_TABLE_FOUND:
+		return ((struct cell *)e)->s;
+	case NL_TABLE_CLAIMED: {
+		struct cell *c = (struct cell *)e;
+		c->k0 = p.k0;
+		c->k1 = p.k1;
+		struct nl_attr a[NL_MAX_ATTRS];
+		size_t n = attrs_of(k, a);
+		c->s = nl_series_add_static(inst, a, n);
+		nl_table_publish(e, 0);
+		return c->s;
 	}
-	return nl_instrument_overflow(inst);
+	default:
+		return nl_instrument_overflow(inst);   /* perhaps this very one, being made */
+	}
 }
 
 static void hist(struct key *k, unsigned which, double v)
@@ -505,9 +464,12 @@ void nl_genaimetrics_register(void)
 {
 	if (!nl_genai_on)
 		return;
-	models = (struct names){ model_slots, 2 * MODELS, MODELS, 0, model_text };
-	finishes = (struct names){ finish_slots, 2 * WORDS, WORDS, 0, finish_text };
-	errors = (struct names){ error_slots, 2 * WORDS, WORDS, 0, error_text };
+	models = (struct nl_intern){ { model_slots, sizeof model_slots[0], 2 * MODELS, 2 * MODELS, NL_TABLE_SPINS, &n_models, MODELS },
+				     NL_GENAI_MODEL_MAX, model_text };
+	finishes = (struct nl_intern){ { finish_slots, sizeof finish_slots[0], 2 * WORDS, 2 * WORDS, NL_TABLE_SPINS, &n_finishes, WORDS },
+				       NL_GENAI_MODEL_MAX, finish_text };
+	errors = (struct nl_intern){ { error_slots, sizeof error_slots[0], 2 * WORDS, 2 * WORDS, NL_TABLE_SPINS, &n_errors, WORDS },
+				     NL_GENAI_MODEL_MAX, error_text };
 	nl_registry_reserve_static(CELLS);
 	for (unsigned w = 0; w < W_N; w++)
 		if (!(insts[w] = nl_inst((enum nl_inst_id)inst_of[w]))) {
