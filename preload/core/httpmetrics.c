@@ -8,7 +8,6 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "bytekey.h"
 #include "check.h"
 
 #include "dest.h"
@@ -20,6 +19,7 @@
 #include "registry.h"
 #include "route.h"
 #include "state.h"
+#include "table.h"
 
 NL_LOAD_STATE bool nl_http_server_on;
 NL_LOAD_STATE bool nl_http_client_on;
@@ -321,18 +321,11 @@ int nl_http_host(const char *host, size_t n, unsigned *port)
 /* ---- server names (server side: http.server_name) ---------------------------- */
 
 /* The Host values requests arrived with, as sent (host and port, case kept),
- * interned up to name_limit of them: open addressing over slots claimed with
- * one CAS, written once, never freed. state: 0 free, 1 being written, 2 +
- * id ready, NAME_DEAD claimed past the limit by a racing insertion. */
+ * interned up to name_limit of them (table.h), never freed. */
 #define NAME_SLOTS 512          /* >= 2 * NL_HTTP_SERVER_NAMES_MAX */
-#define NAME_DEAD 0xFFFFFFFFu
-#define NAME_SPINS 1024
-struct server_name {
-	_Atomic uint32_t state;
-	uint32_t len;
-	char text[NL_H1_HOST_MAX + 1];
-};
-static struct server_name name_slots[NAME_SLOTS];
+#define NAME_SPINS 1024         /* make_active_series's wait for another thread */
+static NL_INTERN_SLOT(NL_H1_HOST_MAX) name_slots[NAME_SLOTS];
+_Static_assert(!(NAME_SLOTS & (NAME_SLOTS - 1)), "table.h: slots a power of two");
 static const char *name_text[NL_HTTP_SERVER_NAMES_MAX];
 static _Atomic unsigned n_names;
 static unsigned name_limit = 64;
@@ -374,41 +367,12 @@ int nl_http_server_name(const char *host, size_t n)
 		return NL_HTTP_NAME_NONE;       /* (OTEL_SEMCONV_STABILITY_OPT_IN=http: no names) */
 	if (!visible_ascii(host, n))
 		return NL_HTTP_NAME_NONE;
-	uint32_t h = nl_bytes_key(host, n);
-	for (unsigned probe = 0; probe < NAME_SLOTS; probe++) {
-		struct server_name *e = &name_slots[(h + probe) % NAME_SLOTS];
-		uint32_t st = atomic_load_explicit(&e->state, memory_order_acquire);
-		if (st == 0) {
-			if (atomic_load_explicit(&n_names, memory_order_relaxed) >= name_limit)
-				return NL_HTTP_NAME_OVERFLOW;
-			if (atomic_compare_exchange_strong_explicit(&e->state, &st, 1, memory_order_acquire,
-								    memory_order_acquire)) {
-				unsigned id = atomic_fetch_add_explicit(&n_names, 1, memory_order_relaxed);
-				if (id >= name_limit) {
-					atomic_store_explicit(&e->state, NAME_DEAD, memory_order_release);
-					return NL_HTTP_NAME_OVERFLOW;
-				}
-				memcpy(e->text, host, n);
-				e->text[n] = 0;
-				e->len = (uint32_t)n;
-				name_text[id] = e->text;
-				atomic_store_explicit(&e->state, 2 + id, memory_order_release);
-				return (int)id;
-			}
-			/* Lost the slot: st is what is there now. */
-		}
-		/* Being written: it may be this very name; wait a bounded while
-		 * (the writer may be the code a signal handler interrupted). */
-		for (int spin = 0; st == 1; spin++) {
-			if (spin == NAME_SPINS)
-				return NL_HTTP_NAME_OVERFLOW;
-			cpu_relax();
-			st = atomic_load_explicit(&e->state, memory_order_acquire);
-		}
-		if (st != NAME_DEAD && e->len == n && memcmp(e->text, host, n) == 0)
-			return (int)(st - 2);
-	}
-	return NL_HTTP_NAME_OVERFLOW;
+	/* Made here, not a static: no relocation for the loader to write. */
+	const struct nl_intern t = { { name_slots, sizeof name_slots[0], NAME_SLOTS, NAME_SLOTS, NL_TABLE_SPINS, &n_names,
+				       name_limit },
+				     NL_H1_HOST_MAX, name_text };
+	int id = nl_intern(&t, host, n);
+	return id == NL_INTERN_OVERFLOW ? NL_HTTP_NAME_OVERFLOW : id;
 }
 
 /* ---- series by attribute combination ---------------------------------------- */
