@@ -4,23 +4,19 @@
 #include <stdatomic.h>
 #include <string.h>
 
-#include "bytekey.h"
 #include "httpmetrics.h"
 #include "instruments.h"
 #include "registry.h"
 #include "state.h"
+#include "table.h"
 
 /* ---- method names ------------------------------------------------------------ */
 
+/* Interned up to the cap (table.h). */
 #define METHOD_SLOTS 256                /* twice the cap: probes stay short */
 #define METHOD_LEN 96
-struct method {
-	_Atomic uint32_t state;         /* 0 free, 1 being written, 2 + id ready, DEAD past the cap */
-	uint32_t len;
-	char text[METHOD_LEN];
-};
-#define DEAD 0xffffffffu
-static struct method method_slots[METHOD_SLOTS];
+static NL_INTERN_SLOT(METHOD_LEN - 1) method_slots[METHOD_SLOTS];
+_Static_assert(!(METHOD_SLOTS & (METHOD_SLOTS - 1)), "table.h: slots a power of two");
 static const char *method_text[NL_RPC_METHODS_MAX];
 static _Atomic unsigned n_methods;
 
@@ -50,35 +46,15 @@ int nl_rpc_method(const char *path, size_t n, bool truncated)
 		return NL_RPC_METHOD_OTHER;
 	const char *name = path + 1;    /* rpc.method has no leading slash */
 	size_t len = n - 1;
-	uint32_t h = nl_bytes_key(name, len);
-	for (unsigned probe = 0; probe < METHOD_SLOTS; probe++) {
-		struct method *e = &method_slots[(h + probe) % METHOD_SLOTS];
-		uint32_t st = atomic_load_explicit(&e->state, memory_order_acquire);
-		if (st == 0) {
-			if (atomic_load_explicit(&n_methods, memory_order_relaxed) >= NL_RPC_METHODS_MAX)
-				return NL_RPC_METHOD_OTHER;
-			if (atomic_compare_exchange_strong(&e->state, &st, 1)) {
-				unsigned id = atomic_fetch_add(&n_methods, 1);
-				if (id >= NL_RPC_METHODS_MAX) {
-					atomic_store_explicit(&e->state, DEAD, memory_order_release);
-					return NL_RPC_METHOD_OTHER;
-				}
-				memcpy(e->text, name, len);
-				e->text[len] = 0;
-				e->len = (uint32_t)len;
-				method_text[id] = e->text;
-				atomic_store_explicit(&e->state, 2 + id, memory_order_release);
-				return (int)id;
-			}
-		}
-		/* Being written: it may be this very name; rather than wait
-		 * (the writer may be what a signal handler interrupted), _OTHER. */
-		if (st == 1)
-			return NL_RPC_METHOD_OTHER;
-		if (st != DEAD && e->len == len && memcmp(e->text, name, len) == 0)
-			return (int)(st - 2);
-	}
-	return NL_RPC_METHOD_OTHER;
+	/* No wait for a slot being written: it may be this very name, but
+	 * rather than wait (the writer may be what a signal handler
+	 * interrupted), _OTHER. Made here, not a static: no relocation for the
+	 * loader to write. */
+	const struct nl_intern t = { { method_slots, sizeof method_slots[0], METHOD_SLOTS, METHOD_SLOTS, 0, &n_methods,
+				       NL_RPC_METHODS_MAX },
+				     METHOD_LEN - 1, method_text };
+	int id = nl_intern(&t, name, len);
+	return id == NL_INTERN_OVERFLOW ? NL_RPC_METHOD_OTHER : id;
 }
 
 /* ---- statuses ------------------------------------------------------------------ */
