@@ -42,6 +42,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "relax.h"
+
 #define NL_SLOT_EMPTY 0u
 #define NL_SLOT_CLAIMED 1u
 #define NL_SLOT_DEAD 0xFFFFFFFFu
@@ -77,15 +79,6 @@ static inline struct nl_slot *nl_table_slot(const struct nl_table *t, unsigned i
 	return (struct nl_slot *)((char *)t->slots + (size_t)i * t->size);
 }
 
-static inline void nl_table_pause(void)
-{
-#if defined(__x86_64__) || defined(__i386__)
-	__builtin_ia32_pause();
-#elif defined(__aarch64__)
-	__asm__ __volatile__("yield");
-#endif
-}
-
 /* Looks up the key of hash h, same(slot, key) telling whether a ready slot
  * holds it; claims an empty slot for it when it is not there. *slot is the
  * slot found or claimed, *id the id of the one found. Inline, so that same
@@ -113,7 +106,7 @@ static inline enum nl_table_answer nl_table_claim(const struct nl_table *t, uint
 		for (unsigned spin = 0; st == NL_SLOT_CLAIMED; spin++) {
 			if (spin == t->spins)
 				return NL_TABLE_BUSY;
-			nl_table_pause();
+			nl_cpu_relax();
 			st = atomic_load_explicit(&e->state, memory_order_acquire);
 		}
 		if (st != NL_SLOT_DEAD && same(e, key)) {

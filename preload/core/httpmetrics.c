@@ -17,6 +17,7 @@
 #include "loadpath.h"
 #include "log.h"
 #include "registry.h"
+#include "relax.h"
 #include "route.h"
 #include "state.h"
 #include "table.h"
@@ -330,15 +331,6 @@ static const char *name_text[NL_HTTP_SERVER_NAMES_MAX];
 static _Atomic unsigned n_names;
 static unsigned name_limit = 64;
 
-static inline void cpu_relax(void)
-{
-#if defined(__x86_64__) || defined(__i386__)
-	__builtin_ia32_pause();
-#elif defined(__aarch64__)
-	__asm__ __volatile__("yield");
-#endif
-}
-
 /* Whether the n bytes are all visible ASCII (0x21 to 0x7e), text an
  * attribute can carry as is. Eight at a time: a word has a byte below the
  * range when (w - 0x21..) & ~w has a high bit set, one above it when
@@ -588,7 +580,7 @@ static __attribute__((noinline)) struct nl_series *make_active_series(unsigned m
 		v = atomic_load_explicit(slot, memory_order_acquire);
 		if (v > 1)
 			return (struct nl_series *)v;
-		cpu_relax();
+		nl_cpu_relax();
 	}
 	return NULL;
 }

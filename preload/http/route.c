@@ -8,6 +8,8 @@
 #include <strings.h>
 #include <sys/mman.h>
 
+#include "relax.h"
+
 /* Slots hold a 32-bit hash and an id in one word, so one CAS claims a slot
  * and one store publishes it: both must be lock-free for a lookup to be
  * async-signal-safe. */
@@ -137,15 +139,6 @@ static uint32_t hash(const char *s, size_t n)
 	return (uint32_t)(h >> 32);
 }
 
-static inline void cpu_relax(void)
-{
-#if defined(__x86_64__) || defined(__i386__)
-	__builtin_ia32_pause();
-#elif defined(__aarch64__)
-	__asm__ __volatile__("yield");
-#endif
-}
-
 /* The id of route name s (n bytes, zero-padded as hash() needs), inserting it
  * when new. Two threads inserting the same name meet at the same first empty
  * slot (same hash, same probe sequence), so only one CAS wins there and the
@@ -185,7 +178,7 @@ static int intern(const char *s, size_t n)
 		for (int spin = 0; state == SLOT_PENDING; spin++) {
 			if (spin == PENDING_SPINS)
 				return NL_ROUTE_OVERFLOW;
-			cpu_relax();
+			nl_cpu_relax();
 			state = (uint32_t)atomic_load_explicit(&slots[i], memory_order_acquire);
 		}
 		if (state == SLOT_DEAD)
