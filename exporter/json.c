@@ -17,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "encode.h"
 #include "log.h"
 #include "utf8.h"
 
@@ -242,16 +243,9 @@ static void emit_number_point(struct jbuf *b, const struct nl_metric *m, const s
 	jb_char(b, '}');
 }
 
-static size_t usable_bounds(const struct nl_metric *m)
-{
-	if (!m->bounds)
-		return 0;
-	return m->n_bounds > NL_MAX_BOUNDS ? NL_MAX_BOUNDS : m->n_bounds;
-}
-
 static void emit_histogram_point(struct jbuf *b, const struct nl_metric *m, const struct nl_point *p)
 {
-	size_t n_bounds = usable_bounds(m);
+	size_t n_bounds = nl_usable_bounds(m);
 	jb_char(b, '{');
 	emit_point_head(b, p);
 	jb_key(b, "count");

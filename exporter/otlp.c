@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "encode.h"
 #include "log.h"
 #include "utf8.h"
 #include "opentelemetry/proto/collector/metrics/v1/metrics_service.pb-c.h"
@@ -219,19 +220,6 @@ static int make_number_points(struct arena *a, const struct nl_metric *m, Number
 	return 0;
 }
 
-/* Bounds beyond what a point can hold buckets for would read past the point. */
-static size_t usable_bounds(const struct nl_metric *m)
-{
-	if (!m->bounds)
-		return 0;
-	if (m->n_bounds > NL_MAX_BOUNDS) {
-		nl_warn_once("otlp.bounds", "histogram %s has %zu bounds; only %d are exported",
-			     m->name ? m->name : "", m->n_bounds, NL_MAX_BOUNDS);
-		return NL_MAX_BOUNDS;
-	}
-	return m->n_bounds;
-}
-
 static int make_histogram_points(struct arena *a, const struct nl_metric *m, HistogramDataPoint ***out)
 {
 	*out = NULL;
@@ -241,7 +229,10 @@ static int make_histogram_points(struct arena *a, const struct nl_metric *m, His
 	HistogramDataPoint *dps = arena_array(a, m->n_points, sizeof *dps);
 	if (!ptrs || !dps)
 		return -1;
-	size_t n_bounds = usable_bounds(m);
+	size_t n_bounds = nl_usable_bounds(m);
+	if (m->bounds && n_bounds < m->n_bounds)
+		nl_warn_once("otlp.bounds", "histogram %s has %zu bounds; only %d are exported",
+			     m->name ? m->name : "", m->n_bounds, NL_MAX_BOUNDS);
 	for (size_t i = 0; i < m->n_points; i++) {
 		const struct nl_point *p = &m->points[i];
 		HistogramDataPoint *dp = &dps[i];
