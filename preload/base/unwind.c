@@ -1,9 +1,9 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 #include "unwind.h"
 
-#include <dlfcn.h>
-#include <stdatomic.h>
 #include <string.h>
+
+#include "lazylib.h"
 
 /* Local unwinding only: the names below are the macros of <libunwind.h>
  * for this process's own address space (_ULx86_64_... on x86-64). Only the
@@ -15,8 +15,7 @@
 #define NAME_OF(sym) NAME_OF_(sym)
 #define NAME_OF_(sym) #sym
 
-enum { NOT_LOADED, LOADING, READY, FAILED };
-static _Atomic int state = NOT_LOADED;
+static struct nl_lazylib lib;
 
 static struct {
 	int (*backtrace)(void **, int);
@@ -29,40 +28,21 @@ static struct {
 	int (*get_proc_name)(unw_cursor_t *, char *, size_t, unw_word_t *);
 } api;
 
-static bool resolve(void *h)
+static bool load(unsigned wait_ms)
 {
-	/* One string, the names one after another: an array of pointers would
-	 * cost the dynamic linker a relocation per name at every start. */
 	static const char names[] = "unw_backtrace\0" NAME_OF(unw_tdep_getcontext) "\0" NAME_OF(
 		unw_init_local) "\0" NAME_OF(unw_init_local2) "\0" NAME_OF(unw_step) "\0" NAME_OF(unw_get_reg) "\0" NAME_OF(unw_set_reg) "\0" NAME_OF(unw_get_proc_name);
-	void **slots[] = { (void **)&api.backtrace, (void **)&api.getcontext, (void **)&api.init_local,
-			   (void **)&api.init_local2, (void **)&api.step, (void **)&api.get_reg,
-			   (void **)&api.set_reg, (void **)&api.get_proc_name };
-	const char *name = names;
-	for (size_t i = 0; i < sizeof slots / sizeof slots[0]; i++, name += strlen(name) + 1)
-		if (!(*slots[i] = dlsym(h, name)))
-			return false;
-	return true;
+	/* RTLD_LOCAL (lazylib.h): libunwind's `backtrace` and `_Unwind_*`
+	 * stay out of the global scope, where they would shadow glibc's and
+	 * libgcc's. */
+	return nl_lazylib_open(&lib, "libunwind.so.8", names, &api, sizeof api / sizeof(void *), wait_ms);
 }
 
-bool nl_unwind_load(void)
-{
-	int s = atomic_load_explicit(&state, memory_order_acquire);
-	if (s == READY)
-		return true;
-	if (s != NOT_LOADED || !atomic_compare_exchange_strong(&state, &s, LOADING))
-		return atomic_load_explicit(&state, memory_order_acquire) == READY;
-	/* RTLD_LOCAL: libunwind's `backtrace` and `_Unwind_*` stay out of the
-	 * global scope, where they would shadow glibc's and libgcc's. */
-	void *h = dlopen("libunwind.so.8", RTLD_NOW | RTLD_LOCAL);
-	bool ok = h && resolve(h);
-	atomic_store_explicit(&state, ok ? READY : FAILED, memory_order_release);
-	return ok;
-}
+bool nl_unwind_load(void) { return load(0); }
 
-bool nl_unwind_loaded(void) { return atomic_load_explicit(&state, memory_order_acquire) == READY; }
+bool nl_unwind_load_wait(unsigned ms) { return load(ms); }
 
-bool nl_unwind_failed(void) { return atomic_load_explicit(&state, memory_order_acquire) == FAILED; }
+bool nl_unwind_loaded(void) { return nl_lazylib_ready(&lib); }
 
 #ifdef NL_UNWIND_STEPS
 /* ThreadSanitizer's builds: unw_backtrace keeps a cache per thread whose

@@ -2,11 +2,12 @@
 /* Stack unwinding, through libunwind loaded when it is first needed.
  *
  * Most processes never unwind, so libunwind is not linked: the first call
- * that needs it opens libunwind.so.8 with dlopen (RTLD_LOCAL, so a
- * program's own copy, or its use of the `backtrace` symbol libunwind also
+ * that needs it opens libunwind.so.8 with dlopen (lazylib.h; RTLD_LOCAL, so
+ * a program's own copy, or its use of the `backtrace` symbol libunwind also
  * defines, resolves as it would without the shim). Loading happens once per
  * process image; a thread that finds another thread loading it does not
- * wait, it is told "not ready" and goes on without a stack.
+ * wait, it is told "not ready" and goes on without a stack, unless it asks
+ * to wait a bounded time (nl_unwind_load_wait).
  *
  * Every function here may be called from any thread. None allocates with
  * malloc once libunwind is loaded (libunwind's own caches use mmap), so the
@@ -24,11 +25,12 @@
  * now. dlopen takes the loader's lock and allocates: never call this where
  * that could deadlock (a signal handler, a vfork child). */
 bool nl_unwind_load(void);
+/* The same, but a thread that finds another thread loading libunwind waits
+ * for it, at most ms milliseconds; false if it is still loading then. */
+bool nl_unwind_load_wait(unsigned ms);
 
 /* True when libunwind was loaded already: one load, no loading step. */
 bool nl_unwind_loaded(void);
-/* True when loading it was tried and failed: it will not be tried again. */
-bool nl_unwind_failed(void);
 
 /* The return addresses of the caller's stack, innermost first: ips[0] is in
  * the function that called nl_unwind_backtrace. At most max; 0 when

@@ -9,7 +9,6 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "check.h"
@@ -330,15 +329,7 @@ static unsigned classify(uintptr_t ip)
  * since that thread may be one this thread's signal handler interrupted. */
 static bool ready(void)
 {
-	for (int i = 0; i < 1000; i++) {
-		if (nl_unwind_load())
-			return true;
-		if (nl_unwind_failed())
-			return false;
-		struct timespec t = { 0, 100000 };
-		nanosleep(&t, NULL);
-	}
-	return false;
+	return nl_unwind_load_wait(100);
 }
 
 /* The call site of a stack with a frame not seen before: loads libunwind if

@@ -1,11 +1,13 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 #include "genaiz.h"
 
-#include <dlfcn.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <string.h>
 #include <zlib.h>
+
+#include "lazylib.h"
+#include "loadpath.h"
 
 enum { M_SNIFF, M_PLAIN, M_INFLATE, M_DONE };
 
@@ -33,27 +35,18 @@ static struct {
 	int (*inflate)(z_streamp, int);
 	int (*reset)(z_streamp);
 } zl;
-enum { Z_UNTRIED, Z_LOADING, Z_READY, Z_MISSING };
-static _Atomic int zl_state;
+static struct nl_lazylib zl_lib;
 
 static bool zlib_ready(void)
 {
-	int st = atomic_load_explicit(&zl_state, memory_order_acquire);
-	if (__builtin_expect(st == Z_READY, 1))
+	if (__builtin_expect(nl_lazylib_ready(&zl_lib), 1))
 		return true;
-	int untried = Z_UNTRIED;
-	/* One thread loads; a body another thread sees meanwhile is unread. */
-	if (st != Z_UNTRIED ||
-	    !atomic_compare_exchange_strong_explicit(&zl_state, &untried, Z_LOADING, memory_order_acq_rel,
-						     memory_order_acquire))
-		return false;
-	/* Most programs that ask for compressed bodies have zlib mapped
-	 * already: this is then a reference more, no mapping. */
-	void *h = dlopen("libz.so.1", RTLD_NOW | RTLD_LOCAL);
-	bool ok = h && (*(void **)&zl.init2 = dlsym(h, "inflateInit2_")) &&
-		  (*(void **)&zl.inflate = dlsym(h, "inflate")) && (*(void **)&zl.reset = dlsym(h, "inflateReset"));
-	atomic_store_explicit(&zl_state, ok ? Z_READY : Z_MISSING, memory_order_release);
-	return ok;
+	static const char names[] NL_COLD_RODATA = "inflateInit2_\0inflate\0inflateReset";
+	/* One thread loads, and no other waits for it: a body another thread
+	 * sees meanwhile is unread. Most programs that ask for compressed
+	 * bodies have zlib mapped already: this is then a reference more, no
+	 * mapping. */
+	return nl_lazylib_open(&zl_lib, "libz.so.1", names, &zl, sizeof zl / sizeof(void *), 0);
 }
 
 /* zlib's allocator: from the stream's slab, never freed piecemeal (the

@@ -25,8 +25,9 @@ genai_callgrind_rows() {
 		for l in "${GENAI_LABELS[@]}"; do na_row 1 "$l" "valgrind missing"; done
 		return
 	fi
-	if ! gcc "${CFLAGS_BENCH[@]}" -gdwarf-4 -I"$ROOT/preload/http" -I"$ROOT/preload/follow" -o "$BIN/genai_bench" \
-		"$D/genai_bench.c" "$ROOT/preload/http/genai.c" "$ROOT/preload/follow/genaiz.c" -lz -ldl 2>"$WORK/genai_cc.log"; then
+	if ! gcc "${CFLAGS_BENCH[@]}" -gdwarf-4 -I"$ROOT/preload/http" -I"$ROOT/preload/base" -I"$ROOT/preload/arch" \
+		-I"$ROOT/preload/follow" -o "$BIN/genai_bench" "$D/genai_bench.c" "$ROOT/preload/http/genai.c" \
+		"$ROOT/preload/follow/genaiz.c" "$ROOT/preload/base/lazylib.c" -lz -ldl 2>"$WORK/genai_cc.log"; then
 		cat "$WORK/genai_cc.log" >&2
 		for l in "${GENAI_LABELS[@]}"; do na_row 1 "$l" "genai_bench did not build"; done
 		return

@@ -3,8 +3,8 @@
  * its inflating path (preload/follow/genaiz.c): instructions per body byte. Run by
  * scripts/bench, section 1 (scripts/bench.d/genai.sh), or by hand:
  *
- *   cc -O2 -gdwarf-4 -Ipreload/http -Ipreload/follow scripts/bench.d/genai_bench.c preload/http/genai.c \
- *      preload/follow/genaiz.c -lz -ldl -o genai_bench
+ *   cc -O2 -gdwarf-4 -Ipreload/http -Ipreload/base -Ipreload/arch -Ipreload/follow scripts/bench.d/genai_bench.c \
+ *      preload/http/genai.c preload/follow/genaiz.c preload/base/lazylib.c -lz -ldl -o genai_bench
  *   valgrind --tool=callgrind --toggle-collect=scan_json ./genai_bench
  *   valgrind --tool=callgrind --toggle-collect=scan_sse ./genai_bench
  *   valgrind --tool=callgrind --toggle-collect=scan_gzip ./genai_bench
