@@ -9,7 +9,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "summary.h"
+#include "snapshot.h"
 
 /* An attribute as the summary keeps it: its value rendered once, as text,
  * which is also what identifies a series (as a label does in a backend). */

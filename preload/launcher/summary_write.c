@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "summary.h"
 #include "summary_impl.h"
 
 /* Display columns of UTF-8 text: one per character. */
