@@ -40,6 +40,7 @@
 #include "connmetrics.h"
 #include "dest.h"
 #include "fdtable.h"
+#include "helpers.h"
 #include "httpmetrics.h"
 #include "log.h"
 #include "real.h"
@@ -320,14 +321,6 @@ struct counts {
 static struct counts base_svc, base_ext;
 static unsigned base_connecting;
 
-static const char *attr(const struct nl_point *p, const char *key)
-{
-	for (size_t i = 0; i < p->n_attrs; i++)
-		if (strcmp(p->attrs[i].key, key) == 0 && p->attrs[i].type == NL_ATTR_STR)
-			return p->attrs[i].v.s;
-	return "";
-}
-
 static struct counts read_counts(const char *dest)
 {
 	struct counts c = { 0 };
@@ -341,9 +334,11 @@ static struct counts read_counts(const char *dest)
 		cr_assert_eq(m->kind, connects ? NL_COUNTER : NL_HISTOGRAM, "%s has the wrong kind", m->name);
 		for (size_t j = 0; j < m->n_points; j++) {
 			const struct nl_point *p = &m->points[j];
-			if (strcmp(attr(p, ATTR_DEST), dest) != 0)
+			const char *d = attr(p, ATTR_DEST), *outcome = attr(p, ATTR_OUTCOME);
+			if (!d || strcmp(d, dest) != 0)
 				continue;
-			const char *outcome = attr(p, ATTR_OUTCOME);
+			if (!outcome)
+				outcome = "";
 			if (connects) {
 				c.connects += p->ivalue;
 			} else if (strcmp(outcome, "ok") == 0) {
@@ -423,16 +418,6 @@ static void teardown(void)
 TestSuite(acquire, .init = setup, .fini = teardown);
 
 /* ---- calling the hooks ---------------------------------------------------- */
-
-static struct sockaddr_in addr4(const char *ip, int port)
-{
-	struct sockaddr_in sin;
-	memset(&sin, 0, sizeof sin);
-	sin.sin_family = AF_INET;
-	sin.sin_port = htons((uint16_t)port);
-	cr_assert_eq(inet_pton(AF_INET, ip, &sin.sin_addr), 1, "bad test address %s", ip);
-	return sin;
-}
 
 static const char *SVC_IP = "127.0.0.1";
 static const int SVC_PORT = 8080;

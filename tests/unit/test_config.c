@@ -16,6 +16,7 @@
 
 #include "config.h"
 #include "gymconfig.h"
+#include "helpers.h"
 #include "route.h"
 #include "log.h"
 
@@ -227,42 +228,6 @@ static void assert_defaults(const struct nl_config *c)
 }
 
 /* ---- stderr capture ------------------------------------------------------ */
-
-static int saved_stderr = -1;
-static FILE *capture_file;
-
-static void capture_begin(void)
-{
-	fflush(stderr);
-	capture_file = tmpfile();
-	cr_assert_not_null(capture_file);
-	saved_stderr = dup(STDERR_FILENO);
-	cr_assert_geq(saved_stderr, 0);
-	cr_assert_geq(dup2(fileno(capture_file), STDERR_FILENO), 0);
-	nl_log_init();   /* the capture file is stderr now (see log.h) */
-	/* Not a terminal: by default nothing would be written to it. */
-	nl_log_set_output(NL_LOG_TO_STDERR, NULL);
-}
-
-/* Restores stderr and returns what was written to it (malloc'd). */
-static char *capture_end(void)
-{
-	fflush(stderr);
-	dup2(saved_stderr, STDERR_FILENO);
-	nl_log_init();
-	close(saved_stderr);
-	saved_stderr = -1;
-	fseek(capture_file, 0, SEEK_END);
-	long n = ftell(capture_file);
-	rewind(capture_file);
-	char *buf = calloc(1, (size_t)(n > 0 ? n : 0) + 1);
-	cr_assert_not_null(buf);
-	if (n > 0)
-		cr_assert_eq(fread(buf, 1, (size_t)n, capture_file), (size_t)n);
-	fclose(capture_file);
-	capture_file = NULL;
-	return buf;
-}
 
 static int count_lines_starting(const char *buf, const char *prefix)
 {
@@ -824,11 +789,11 @@ static int warnings_for_protocol(const char *metrics, const char *generic)
 	if (generic)
 		env_set("OTEL_EXPORTER_OTLP_PROTOCOL", generic);
 	struct nl_config c;
-	capture_begin();
+	struct capture cap;
+	capture_begin(&cap);
 	load(&c);
-	char *out = capture_end();
+	const char *out = capture_end(&cap);
 	int n = count_lines_starting(out, "nemolens: ");
-	free(out);
 	cr_assert_str_eq(c.endpoint, "http://localhost:4318/v1/metrics");
 	nl_config_free(&c);
 	return n;
@@ -1211,15 +1176,15 @@ Test(config, same_bad_value_warns_once)
 	nl_log_set_level(NL_LOG_WARN);
 	env_set("OTEL_METRIC_EXPORT_INTERVAL", "abc");
 	struct nl_config c1, c2;
-	capture_begin();
+	struct capture cap;
+	capture_begin(&cap);
 	load(&c1);
 	load(&c2);
-	char *out = capture_end();
+	const char *out = capture_end(&cap);
 	cr_assert_eq(count_lines_starting(out, "nemolens: "), 1, "stderr was:\n%s", out);
 	cr_assert_not_null(strstr(out, "OTEL_METRIC_EXPORT_INTERVAL"), "stderr was:\n%s", out);
 	cr_assert_eq(c1.export_interval_ms, 10000);
 	cr_assert_eq(c2.export_interval_ms, 10000);
-	free(out);
 	nl_config_free(&c1);
 	nl_config_free(&c2);
 }
@@ -1232,11 +1197,11 @@ Test(config, valid_values_do_not_warn)
 	env_set("OTEL_RESOURCE_ATTRIBUTES", "a=b");
 	env_set("NEMOLENS_CARDINALITY_LIMIT", "10");
 	struct nl_config c;
-	capture_begin();
+	struct capture cap;
+	capture_begin(&cap);
 	load(&c);
-	char *out = capture_end();
+	const char *out = capture_end(&cap);
 	cr_assert_eq(count_lines_starting(out, "nemolens: "), 0, "stderr was:\n%s", out);
-	free(out);
 	nl_config_free(&c);
 }
 
@@ -1363,12 +1328,12 @@ Test(config, default_output_writes_nothing_to_a_file_or_pipe)
 	nl_log_set_level(NL_LOG_WARN);
 	env_set("OTEL_METRIC_EXPORT_INTERVAL", "abc");
 	struct nl_config c;
-	capture_begin();
+	struct capture cap;
+	capture_begin(&cap);
 	nl_log_set_output(NL_LOG_TO_TERMINAL, NULL);
 	load(&c);
-	char *out = capture_end();
+	const char *out = capture_end(&cap);
 	cr_assert_str_eq(out, "");
-	free(out);
 	nl_config_free(&c);
 }
 
@@ -1450,16 +1415,16 @@ Test(config, log_file_symlink_refused)
 	env_set("NEMOLENS_LOG_PATH", path);
 	env_set("OTEL_METRIC_EXPORT_INTERVAL", "abc");
 	struct nl_config c;
-	capture_begin();
+	struct capture cap;
+	capture_begin(&cap);
 	nl_log_set_output(NL_LOG_TO_TERMINAL, NULL);
 	load(&c);
-	char *out = capture_end();
+	const char *out = capture_end(&cap);
 	nl_config_free(&c);
 	cr_assert_str_eq(out, "");
 	char *text = read_all(target);
 	cr_assert_str_eq(text, "original\n");
 	free(text);
-	free(out);
 	unlink(path);
 	unlink(target);
 	rmdir(dir);
@@ -1766,16 +1731,16 @@ static void assert_one_warning_for(const char *dict)
 	nl_log_set_level(NL_LOG_WARN);
 	env_set("NEMO_GYM_CONFIG_PATH", "srv");
 	env_set("NEMO_GYM_CONFIG_DICT", dict);
-	capture_begin();
+	struct capture cap;
+	capture_begin(&cap);
 	struct nl_config c;
 	load(&c);
-	char *out = capture_end();
+	const char *out = capture_end(&cap);
 	cr_assert_eq(count_lines_starting(out, "nemolens: "), 1, "stderr was:\n%s", out);
 	cr_assert_not_null(strstr(out, "NEMO_GYM_CONFIG_DICT"), "stderr was:\n%s", out);
 	cr_assert_str_eq(c.server_name, "srv");
 	cr_assert_str_eq(c.server_type, "process");
 	nl_config_free(&c);
-	free(out);
 }
 
 Test(config, gym_config_huge)
@@ -1798,13 +1763,13 @@ Test(config, gym_config_path_not_a_name)
 {
 	nl_log_set_level(NL_LOG_WARN);
 	env_set("NEMO_GYM_CONFIG_PATH", "bad\nname");
-	capture_begin();
+	struct capture cap;
+	capture_begin(&cap);
 	struct nl_config c;
 	load(&c);
-	char *out = capture_end();
+	const char *out = capture_end(&cap);
 	cr_assert_eq(count_lines_starting(out, "nemolens: "), 1, "stderr was:\n%s", out);
 	cr_assert_str_eq(c.server_name, "myprog");
 	cr_assert_null(c.service_name);
 	nl_config_free(&c);
-	free(out);
 }

@@ -10,6 +10,7 @@
 #include <sys/un.h>
 
 #include "dest.h"
+#include "helpers.h"
 #include "log.h"
 
 static void setup(void)
@@ -27,17 +28,7 @@ TestSuite(dest, .init = setup, .fini = teardown);
 
 /* ---- socket addresses ---------------------------------------------------- */
 
-static struct sockaddr_in sa4(const char *ip, int port)
-{
-	struct sockaddr_in sin;
-	memset(&sin, 0, sizeof sin);
-	sin.sin_family = AF_INET;
-	sin.sin_port = htons((uint16_t)port);
-	cr_assert_eq(inet_pton(AF_INET, ip, &sin.sin_addr), 1, "bad test address %s", ip);
-	return sin;
-}
-
-static struct sockaddr_in6 sa6(const char *ip, int port)
+static struct sockaddr_in6 addr6(const char *ip, int port)
 {
 	struct sockaddr_in6 sin6;
 	memset(&sin6, 0, sizeof sin6);
@@ -49,13 +40,13 @@ static struct sockaddr_in6 sa6(const char *ip, int port)
 
 static int match4(const char *ip, int port)
 {
-	struct sockaddr_in sin = sa4(ip, port);
+	struct sockaddr_in sin = addr4(ip, port);
 	return nl_dest_match((const struct sockaddr *)&sin, sizeof sin);
 }
 
 static int match6(const char *ip, int port)
 {
-	struct sockaddr_in6 sin6 = sa6(ip, port);
+	struct sockaddr_in6 sin6 = addr6(ip, port);
 	return nl_dest_match((const struct sockaddr *)&sin6, sizeof sin6);
 }
 
@@ -90,7 +81,7 @@ struct ai_list {
 static void ai_add4(struct ai_list *l, const char *ip, int port)
 {
 	cr_assert_lt(l->n, 8);
-	struct sockaddr_in sin = sa4(ip, port);
+	struct sockaddr_in sin = addr4(ip, port);
 	memcpy(&l->ss[l->n], &sin, sizeof sin);
 	struct addrinfo *ai = &l->ai[l->n];
 	memset(ai, 0, sizeof *ai);
@@ -106,7 +97,7 @@ static void ai_add4(struct ai_list *l, const char *ip, int port)
 static void ai_add6(struct ai_list *l, const char *ip, int port)
 {
 	cr_assert_lt(l->n, 8);
-	struct sockaddr_in6 sin6 = sa6(ip, port);
+	struct sockaddr_in6 sin6 = addr6(ip, port);
 	memcpy(&l->ss[l->n], &sin6, sizeof sin6);
 	struct addrinfo *ai = &l->ai[l->n];
 	memset(ai, 0, sizeof *ai);
@@ -581,14 +572,14 @@ Test(dest, af_unspec_and_short_lengths_are_none)
 	unspec.sa_family = AF_UNSPEC;
 	cr_assert_eq(nl_dest_match(&unspec, sizeof unspec), NL_DEST_NONE);
 
-	struct sockaddr_in sin = sa4("10.0.0.1", 80);
+	struct sockaddr_in sin = addr4("10.0.0.1", 80);
 	cr_assert_eq(nl_dest_match((const struct sockaddr *)&sin, sizeof sin), 1);
 	cr_assert_eq(nl_dest_match((const struct sockaddr *)&sin, sizeof sin - 1), NL_DEST_NONE);
 	cr_assert_eq(nl_dest_match((const struct sockaddr *)&sin, 4), NL_DEST_NONE);
 	cr_assert_eq(nl_dest_match((const struct sockaddr *)&sin, 1), NL_DEST_NONE);
 	cr_assert_eq(nl_dest_match((const struct sockaddr *)&sin, 0), NL_DEST_NONE);
 
-	struct sockaddr_in6 sin6 = sa6("2001:db8::1", 80);
+	struct sockaddr_in6 sin6 = addr6("2001:db8::1", 80);
 	cr_assert_eq(nl_dest_match((const struct sockaddr *)&sin6, sizeof sin6), 1);
 	cr_assert_eq(nl_dest_match((const struct sockaddr *)&sin6, sizeof sin6 - 1), NL_DEST_NONE);
 	cr_assert_eq(nl_dest_match((const struct sockaddr *)&sin6, sizeof(struct sockaddr_in)), NL_DEST_NONE);

@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "h1.h"
+#include "helpers.h"
 
 /* ---- recording events as text ------------------------------------------------ */
 
@@ -22,16 +23,6 @@ struct rec {
 	size_t len;
 	unsigned n;
 };
-
-static void put(struct rec *r, const char *fmt, ...)
-{
-	va_list ap;
-	va_start(ap, fmt);
-	int n = vsnprintf(r->text + r->len, sizeof r->text - r->len, fmt, ap);
-	va_end(ap);
-	cr_assert(n >= 0 && (size_t)n < sizeof r->text - r->len, "event text too long");
-	r->len += (size_t)n;
-}
 
 /* Fields an event of this type does not carry must be empty: rendered as
  * " !extra" so that any stray value shows up in a comparison. */

@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "h2.h"
+#include "helpers.h"
 #include "hpack.h"
 
 /* ---- text ------------------------------------------------------------------- */
@@ -23,16 +24,6 @@ struct rec {
 	char text[16384];
 	size_t len;
 };
-
-static void put(struct rec *r, const char *fmt, ...)
-{
-	va_list ap;
-	va_start(ap, fmt);
-	int n = vsnprintf(r->text + r->len, sizeof r->text - r->len, fmt, ap);
-	va_end(ap);
-	cr_assert(n >= 0 && (size_t)n < sizeof r->text - r->len, "text too long");
-	r->len += (size_t)n;
-}
 
 static size_t unhex(const char *hex, uint8_t *out)
 {
@@ -329,9 +320,7 @@ struct bytes {
 static struct bytes fixture(const char *name)
 {
 	char path[1024];
-	const char *src = __FILE__, *slash = strrchr(src, '/');
-	int dir = slash ? (int)(slash - src) : 0;
-	snprintf(path, sizeof path, "%.*s/fixtures/h2/%s", dir, slash ? src : ".", name);
+	fixture_path(path, sizeof path, "h2", name);
 	FILE *f = fopen(path, "rb");
 	cr_assert(f, "fixture %s", path);
 	struct bytes b = { malloc(1 << 16), 0 };

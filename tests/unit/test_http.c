@@ -21,6 +21,7 @@
 
 #include "clock.h"
 #include "export.h"
+#include "helpers.h"
 #include "log.h"
 #include "opentelemetry/proto/collector/metrics/v1/metrics_service.pb-c.h"
 
@@ -568,37 +569,6 @@ Test(http, connection_is_kept_alive)
 	cr_assert_eq(s->n_requests, 3);
 	cr_assert_eq(s->n_connections, 1);
 	server_free(s);
-}
-
-/* Redirects fd 2 (where nl_log writes) to a file between begin and end. */
-struct capture {
-	int fd, saved;
-	char text[4096];
-};
-
-static void capture_begin(struct capture *c)
-{
-	char path[] = "/tmp/nl_test_http_XXXXXX";
-	c->fd = mkstemp(path);
-	cr_assert_geq(c->fd, 0);
-	unlink(path);
-	fflush(stderr);
-	c->saved = dup(2);
-	dup2(c->fd, 2);
-	nl_log_init();   /* the capture file is stderr now (see log.h) */
-	/* Not a terminal: by default nothing would be written to it. */
-	nl_log_set_output(NL_LOG_TO_STDERR, NULL);
-}
-
-static const char *capture_end(struct capture *c)
-{
-	dup2(c->saved, 2);
-	nl_log_init();
-	close(c->saved);
-	ssize_t n = pread(c->fd, c->text, sizeof c->text - 1, 0);
-	c->text[n > 0 ? n : 0] = '\0';
-	close(c->fd);
-	return c->text;
 }
 
 /* One send with stderr captured into c. */

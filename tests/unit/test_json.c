@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "export.h"
+#include "helpers.h"
 
 #define NL_ATTR_D(k, val) ((struct nl_attr){ .key = (k), .type = NL_ATTR_DOUBLE, .v.d = (val) })
 
@@ -79,13 +80,6 @@ static void expect_py(const char *text, const char *expr, const char *want)
 #define M0 "d['resourceMetrics'][0]['scopeMetrics'][0]['metrics'][0]"
 #define M1 "d['resourceMetrics'][0]['scopeMetrics'][0]['metrics'][1]"
 
-static struct nl_snapshot snapshot(struct nl_metric *metrics, size_t n)
-{
-	static const struct nl_attr resource[] = { NL_ATTR_S("service.name", "svc") };
-	return (struct nl_snapshot){ .resource = resource, .n_resource = 1, .scope_name = "nemolens",
-				     .scope_version = "0.1.0", .metrics = metrics, .n_metrics = n };
-}
-
 Test(json, the_validator_itself_rejects_bad_json)
 {
 	char out[64];
@@ -118,7 +112,7 @@ Test(json, counter_structure_and_int64_strings)
 
 	cr_assert(strstr(s, "{\"resourceMetrics\":[{\"resource\":{\"attributes\":[{\"key\":\"service.name\","
 			    "\"value\":{\"stringValue\":\"svc\"}}]},\"scopeMetrics\":[{\"scope\":{\"name\":"
-			    "\"nemolens\",\"version\":\"0.1.0\"},\"metrics\":[{") == s, "%s", s);
+			    "\"nemolens\",\"version\":\"9.8.7\"},\"metrics\":[{") == s, "%s", s);
 	cr_assert(strstr(s, "\"name\":\"requests\""), "%s", s);
 	cr_assert(strstr(s, "\"unit\":\"{request}\""), "%s", s);
 	cr_assert(strstr(s, "\"description\":\"Requests\""), "%s", s);

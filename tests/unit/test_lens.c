@@ -18,6 +18,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "helpers.h"
 #include "nemolens.h"
 #include "registry.h"
 #include "runtime.h"
@@ -46,14 +47,6 @@ static struct nl_snapshot *take(void)
 	return snap;
 }
 
-static const struct nl_metric *find_metric(const struct nl_snapshot *snap, const char *name)
-{
-	for (size_t i = 0; i < snap->n_metrics; i++)
-		if (strcmp(snap->metrics[i].name, name) == 0)
-			return &snap->metrics[i];
-	return NULL;
-}
-
 static const struct nl_metric *must_metric(const struct nl_snapshot *snap, const char *name)
 {
 	const struct nl_metric *m = find_metric(snap, name);
@@ -71,17 +64,6 @@ static const char *names(const struct nl_snapshot *snap)
 		strncat(buf, ",", sizeof buf - strlen(buf) - 1);
 	}
 	return buf;
-}
-
-/* The value of string attribute key on p, or NULL. */
-static const char *attr(const struct nl_point *p, const char *key)
-{
-	for (size_t k = 0; k < p->n_attrs; k++)
-		if (strcmp(p->attrs[k].key, key) == 0) {
-			cr_assert_eq(p->attrs[k].type, NL_ATTR_STR);
-			return p->attrs[k].v.s;
-		}
-	return NULL;
 }
 
 /* Asserts p's attributes are exactly keys[i]=values[i], in that order. */

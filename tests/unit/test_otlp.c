@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "export.h"
+#include "helpers.h"
 #include "opentelemetry/proto/collector/metrics/v1/metrics_service.pb-c.h"
 
 typedef Opentelemetry__Proto__Collector__Metrics__V1__ExportMetricsServiceRequest Request;
@@ -51,17 +52,6 @@ static void free_decoded(void)
 }
 
 TestSuite(otlp, .fini = free_decoded);
-
-static struct nl_snapshot snapshot(struct nl_metric *metrics, size_t n)
-{
-	static const struct nl_attr resource[] = { NL_ATTR_S("service.name", "svc") };
-	size_t points = 0;
-	for (size_t i = 0; i < n; i++)
-		points += metrics[i].n_points;
-	return (struct nl_snapshot){ .resource = resource, .n_resource = 1, .scope_name = "nemolens",
-				     .scope_version = "9.8.7", .metrics = metrics, .n_metrics = n,
-				     .n_points = points };
-}
 
 /* Encodes, decodes, and checks the one-resource/one-scope envelope. */
 static ScopeMetrics *roundtrip(const struct nl_snapshot *snap)

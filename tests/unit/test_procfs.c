@@ -10,6 +10,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "helpers.h"
 #include "log.h"
 #include "procfs.h"
 
@@ -20,10 +21,7 @@ static size_t len;
 static void load(const char *name)
 {
 	char path[4096];
-	const char *src = __FILE__;
-	const char *slash = strrchr(src, '/');
-	int dir = slash ? (int)(slash - src) : 1;
-	snprintf(path, sizeof path, "%.*s/fixtures/proc/%s", dir, slash ? src : ".", name);
+	fixture_path(path, sizeof path, "proc", name);
 	int fd = open(path, O_RDONLY);
 	cr_assert(fd >= 0, "fixture %s: %s", path, strerror(errno));
 	ssize_t n = read(fd, buf, sizeof buf);

@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "helpers.h"
 #include "registry.h"
 #include "registry_impl.h"
 
@@ -29,14 +30,6 @@ TestSuite(hist_bucket);
 TestSuite(registry, .init = restore_limit, .fini = restore_limit);
 
 /* ---- helpers -------------------------------------------------------------- */
-
-static const struct nl_metric *find_metric(const struct nl_snapshot *snap, const char *name)
-{
-	for (size_t i = 0; i < snap->n_metrics; i++)
-		if (strcmp(snap->metrics[i].name, name) == 0)
-			return &snap->metrics[i];
-	return NULL;
-}
 
 static const struct nl_metric *must_find_metric(const struct nl_snapshot *snap, const char *name)
 {
