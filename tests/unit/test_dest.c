@@ -117,6 +117,34 @@ static void resolved4(const char *node, const char *ip)
 	nl_dest_note_resolved(node, l.ai);
 }
 
+/* An address, IPv6 where it holds a ':', and the destination it must match:
+ * a rule's number from 1, or EXT. */
+struct probe {
+	const char *ip;
+	int port, want;
+};
+
+#define EXT NL_DEST_EXTERNAL
+
+/* Rules as NEMOLENS_DESTINATIONS spells them, how many nl_dest_configure
+ * counts, and addresses probed with only those rules in place. */
+struct rules_case {
+	const char *spec;
+	int n;
+	struct probe probes[6];
+};
+
+static void expect_cases(const struct rules_case *cases, size_t n)
+{
+	for (size_t i = 0; i < n; i++) {
+		const struct rules_case *c = &cases[i];
+		cr_assert_eq(nl_dest_configure(c->spec), c->n, "%s", c->spec);
+		for (const struct probe *p = c->probes; p < c->probes + 6 && p->ip; p++)
+			cr_assert_eq(strchr(p->ip, ':') ? match6(p->ip, p->port) : match4(p->ip, p->port), p->want,
+				     "rules %s, %s port %d", c->spec, p->ip, p->port);
+	}
+}
+
 /* ---- no rules -------------------------------------------------------------- */
 
 Test(dest, no_rules_everything_external)
@@ -178,137 +206,73 @@ Test(dest, ipv6_loopback)
 
 /* ---- ip/prefix --------------------------------------------------------------- */
 
-Test(dest, ipv4_network_byte_aligned)
+Test(dest, networks)
 {
-	cr_assert_eq(nl_dest_configure("net=10.1.0.0/16"), 1);
-	cr_assert_eq(match4("10.1.0.0", 1), 1);
-	cr_assert_eq(match4("10.1.255.255", 65535), 1);
-	cr_assert_eq(match4("10.1.2.3", 80), 1);
-	cr_assert_eq(match4("10.0.255.255", 80), NL_DEST_EXTERNAL);
-	cr_assert_eq(match4("10.2.0.0", 80), NL_DEST_EXTERNAL);
-	cr_assert_eq(match6("2001:db8::1", 80), NL_DEST_EXTERNAL);
-}
-
-Test(dest, ipv4_network_not_byte_aligned)
-{
-	cr_assert_eq(nl_dest_configure("n=192.168.1.64/26"), 1);
-	cr_assert_eq(match4("192.168.1.64", 80), 1);
-	cr_assert_eq(match4("192.168.1.127", 80), 1);
-	cr_assert_eq(match4("192.168.1.63", 80), NL_DEST_EXTERNAL);
-	cr_assert_eq(match4("192.168.1.128", 80), NL_DEST_EXTERNAL);
-
-	cr_assert_eq(nl_dest_configure("judge=10.0.3.0/24"), 1);
-	cr_assert_eq(match4("10.0.3.0", 8000), 1);
-	cr_assert_eq(match4("10.0.3.255", 8000), 1);
-	cr_assert_eq(match4("10.0.2.255", 8000), NL_DEST_EXTERNAL);
-	cr_assert_eq(match4("10.0.4.0", 8000), NL_DEST_EXTERNAL);
-
-	cr_assert_eq(nl_dest_configure("odd=172.16.0.0/12"), 1);
-	cr_assert_eq(match4("172.16.0.0", 1), 1);
-	cr_assert_eq(match4("172.31.255.255", 1), 1);
-	cr_assert_eq(match4("172.15.255.255", 1), NL_DEST_EXTERNAL);
-	cr_assert_eq(match4("172.32.0.0", 1), NL_DEST_EXTERNAL);
-
-	cr_assert_eq(nl_dest_configure("one=128.0.0.0/1"), 1);
-	cr_assert_eq(match4("128.0.0.0", 1), 1);
-	cr_assert_eq(match4("255.255.255.255", 1), 1);
-	cr_assert_eq(match4("127.255.255.255", 1), NL_DEST_EXTERNAL);
-}
-
-Test(dest, ipv4_network_host_bits_in_rule_ignored)
-{
-	cr_assert_eq(nl_dest_configure("net=10.1.2.3/16"), 1);
-	cr_assert_eq(match4("10.1.200.200", 80), 1);
-	cr_assert_eq(match4("10.2.2.3", 80), NL_DEST_EXTERNAL);
-}
-
-Test(dest, ipv4_slash_0_and_32)
-{
-	cr_assert_eq(nl_dest_configure("all=0.0.0.0/0"), 1);
-	cr_assert_eq(match4("0.0.0.0", 1), 1);
-	cr_assert_eq(match4("255.255.255.255", 65535), 1);
-	cr_assert_eq(match4("8.8.8.8", 53), 1);
-	cr_assert_eq(match6("2001:db8::1", 80), NL_DEST_EXTERNAL);
-
-	cr_assert_eq(nl_dest_configure("host=10.9.8.7/32"), 1);
-	cr_assert_eq(match4("10.9.8.7", 1), 1);
-	cr_assert_eq(match4("10.9.8.7", 65535), 1);
-	cr_assert_eq(match4("10.9.8.6", 1), NL_DEST_EXTERNAL);
-	cr_assert_eq(match4("10.9.8.8", 1), NL_DEST_EXTERNAL);
-}
-
-Test(dest, ipv6_network)
-{
-	cr_assert_eq(nl_dest_configure("n=2001:db8:abcd::/48"), 1);
-	cr_assert_eq(match6("2001:db8:abcd::", 1), 1);
-	cr_assert_eq(match6("2001:db8:abcd:ffff:ffff:ffff:ffff:ffff", 1), 1);
-	cr_assert_eq(match6("2001:db8:abcc:ffff:ffff:ffff:ffff:ffff", 1), NL_DEST_EXTERNAL);
-	cr_assert_eq(match6("2001:db8:abce::", 1), NL_DEST_EXTERNAL);
-	cr_assert_eq(match4("10.0.0.1", 1), NL_DEST_EXTERNAL);
-
-	cr_assert_eq(nl_dest_configure("ula=fc00::/7"), 1);
-	cr_assert_eq(match6("fc00::", 80), 1);
-	cr_assert_eq(match6("fdff:ffff:ffff:ffff:ffff:ffff:ffff:ffff", 80), 1);
-	cr_assert_eq(match6("fbff:ffff:ffff:ffff:ffff:ffff:ffff:ffff", 80), NL_DEST_EXTERNAL);
-	cr_assert_eq(match6("fe00::", 80), NL_DEST_EXTERNAL);
-
-	cr_assert_eq(nl_dest_configure("fd=fd00::/8"), 1);
-	cr_assert_eq(match6("fd12:3456::1", 80), 1);
-	cr_assert_eq(match6("fc12:3456::1", 80), NL_DEST_EXTERNAL);
-}
-
-Test(dest, ipv6_slash_0_and_128)
-{
-	cr_assert_eq(nl_dest_configure("all6=::/0"), 1);
-	cr_assert_eq(match6("::", 1), 1);
-	cr_assert_eq(match6("ffff:ffff:ffff:ffff:ffff:ffff:ffff:ffff", 1), 1);
-	cr_assert_eq(match4("10.0.0.1", 1), NL_DEST_EXTERNAL);
-
-	cr_assert_eq(nl_dest_configure("lo=::1/128"), 1);
-	cr_assert_eq(match6("::1", 5), 1);
-	cr_assert_eq(match6("::2", 5), NL_DEST_EXTERNAL);
-	cr_assert_eq(match6("::", 5), NL_DEST_EXTERNAL);
-
-	cr_assert_eq(nl_dest_configure("x=2001:db8::ff/127"), 1);
-	cr_assert_eq(match6("2001:db8::fe", 5), 1);
-	cr_assert_eq(match6("2001:db8::ff", 5), 1);
-	cr_assert_eq(match6("2001:db8::fd", 5), NL_DEST_EXTERNAL);
-	cr_assert_eq(match6("2001:db8::100", 5), NL_DEST_EXTERNAL);
+	static const struct rules_case cases[] = {
+		/* IPv4 networks: byte aligned */
+		{ "net=10.1.0.0/16", 1,
+		  { { "10.1.0.0", 1, 1 }, { "10.1.255.255", 65535, 1 }, { "10.1.2.3", 80, 1 },
+		    { "10.0.255.255", 80, EXT }, { "10.2.0.0", 80, EXT }, { "2001:db8::1", 80, EXT } } },
+		/* not byte aligned */
+		{ "n=192.168.1.64/26", 1,
+		  { { "192.168.1.64", 80, 1 }, { "192.168.1.127", 80, 1 }, { "192.168.1.63", 80, EXT },
+		    { "192.168.1.128", 80, EXT } } },
+		{ "judge=10.0.3.0/24", 1,
+		  { { "10.0.3.0", 8000, 1 }, { "10.0.3.255", 8000, 1 }, { "10.0.2.255", 8000, EXT },
+		    { "10.0.4.0", 8000, EXT } } },
+		{ "odd=172.16.0.0/12", 1,
+		  { { "172.16.0.0", 1, 1 }, { "172.31.255.255", 1, 1 }, { "172.15.255.255", 1, EXT },
+		    { "172.32.0.0", 1, EXT } } },
+		{ "one=128.0.0.0/1", 1,
+		  { { "128.0.0.0", 1, 1 }, { "255.255.255.255", 1, 1 }, { "127.255.255.255", 1, EXT } } },
+		/* host bits in the rule ignored */
+		{ "net=10.1.2.3/16", 1, { { "10.1.200.200", 80, 1 }, { "10.2.2.3", 80, EXT } } },
+		/* /0 and /32 */
+		{ "all=0.0.0.0/0", 1,
+		  { { "0.0.0.0", 1, 1 }, { "255.255.255.255", 65535, 1 }, { "8.8.8.8", 53, 1 },
+		    { "2001:db8::1", 80, EXT } } },
+		{ "host=10.9.8.7/32", 1,
+		  { { "10.9.8.7", 1, 1 }, { "10.9.8.7", 65535, 1 }, { "10.9.8.6", 1, EXT }, { "10.9.8.8", 1, EXT } } },
+		/* IPv6 networks */
+		{ "n=2001:db8:abcd::/48", 1,
+		  { { "2001:db8:abcd::", 1, 1 }, { "2001:db8:abcd:ffff:ffff:ffff:ffff:ffff", 1, 1 },
+		    { "2001:db8:abcc:ffff:ffff:ffff:ffff:ffff", 1, EXT }, { "2001:db8:abce::", 1, EXT },
+		    { "10.0.0.1", 1, EXT } } },
+		{ "ula=fc00::/7", 1,
+		  { { "fc00::", 80, 1 }, { "fdff:ffff:ffff:ffff:ffff:ffff:ffff:ffff", 80, 1 },
+		    { "fbff:ffff:ffff:ffff:ffff:ffff:ffff:ffff", 80, EXT }, { "fe00::", 80, EXT } } },
+		{ "fd=fd00::/8", 1, { { "fd12:3456::1", 80, 1 }, { "fc12:3456::1", 80, EXT } } },
+		/* /0, /128 and /127 */
+		{ "all6=::/0", 1,
+		  { { "::", 1, 1 }, { "ffff:ffff:ffff:ffff:ffff:ffff:ffff:ffff", 1, 1 }, { "10.0.0.1", 1, EXT } } },
+		{ "lo=::1/128", 1, { { "::1", 5, 1 }, { "::2", 5, EXT }, { "::", 5, EXT } } },
+		{ "x=2001:db8::ff/127", 1,
+		  { { "2001:db8::fe", 5, 1 }, { "2001:db8::ff", 5, 1 }, { "2001:db8::fd", 5, EXT },
+		    { "2001:db8::100", 5, EXT } } },
+	};
+	expect_cases(cases, sizeof cases / sizeof *cases);
 }
 
 /* ---- *:port and port "*" ------------------------------------------------------ */
 
-Test(dest, any_address_on_port)
+Test(dest, any_address_or_port)
 {
-	cr_assert_eq(nl_dest_configure("redis=*:6379"), 1);
-	cr_assert_eq(match4("10.0.0.1", 6379), 1);
-	cr_assert_eq(match4("192.0.2.77", 6379), 1);
-	cr_assert_eq(match6("2001:db8::1", 6379), 1);
-	cr_assert_eq(match4("10.0.0.1", 6380), NL_DEST_EXTERNAL);
-	cr_assert_eq(match6("2001:db8::1", 6378), NL_DEST_EXTERNAL);
-}
-
-Test(dest, any_port)
-{
-	cr_assert_eq(nl_dest_configure("a=10.0.0.1:*,b=[2001:db8::1]:*"), 2);
-	cr_assert_eq(match4("10.0.0.1", 1), 1);
-	cr_assert_eq(match4("10.0.0.1", 65535), 1);
-	cr_assert_eq(match4("10.0.0.2", 1), NL_DEST_EXTERNAL);
-	cr_assert_eq(match6("2001:db8::1", 443), 2);
-	cr_assert_eq(match6("2001:db8::2", 443), NL_DEST_EXTERNAL);
-
-	cr_assert_eq(nl_dest_configure("everything=*:*"), 1);
-	cr_assert_eq(match4("1.2.3.4", 5), 1);
-	cr_assert_eq(match6("2001:db8::9", 9), 1);
-}
-
-Test(dest, port_boundaries)
-{
-	cr_assert_eq(nl_dest_configure("lo=10.0.0.1:1,hi=10.0.0.1:65535"), 2);
-	cr_assert_eq(match4("10.0.0.1", 1), 1);
-	cr_assert_eq(match4("10.0.0.1", 65535), 2);
-	cr_assert_eq(match4("10.0.0.1", 2), NL_DEST_EXTERNAL);
-	cr_assert_eq(match4("10.0.0.1", 65534), NL_DEST_EXTERNAL);
+	static const struct rules_case cases[] = {
+		/* any address on a port */
+		{ "redis=*:6379", 1,
+		  { { "10.0.0.1", 6379, 1 }, { "192.0.2.77", 6379, 1 }, { "2001:db8::1", 6379, 1 },
+		    { "10.0.0.1", 6380, EXT }, { "2001:db8::1", 6378, EXT } } },
+		/* any port of an address, of any address */
+		{ "a=10.0.0.1:*,b=[2001:db8::1]:*", 2,
+		  { { "10.0.0.1", 1, 1 }, { "10.0.0.1", 65535, 1 }, { "10.0.0.2", 1, EXT }, { "2001:db8::1", 443, 2 },
+		    { "2001:db8::2", 443, EXT } } },
+		{ "everything=*:*", 1, { { "1.2.3.4", 5, 1 }, { "2001:db8::9", 9, 1 } } },
+		/* the first and last ports */
+		{ "lo=10.0.0.1:1,hi=10.0.0.1:65535", 2,
+		  { { "10.0.0.1", 1, 1 }, { "10.0.0.1", 65535, 2 }, { "10.0.0.1", 2, EXT },
+		    { "10.0.0.1", 65534, EXT } } },
+	};
+	expect_cases(cases, sizeof cases / sizeof *cases);
 }
 
 /* ---- host:port ------------------------------------------------------------------- */
