@@ -77,6 +77,13 @@ static void expect_py(const char *text, const char *expr, const char *want)
 	cr_assert_str_eq(got, want, "%s: got %s, want %s", expr, got, want);
 }
 
+/* Asserts that each of parts[0..n) stands in the JSON text s. */
+static void expect_parts(const char *s, const char *const *parts, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		cr_assert(strstr(s, parts[i]), "no %s in %s", parts[i], s);
+}
+
 #define M0 "d['resourceMetrics'][0]['scopeMetrics'][0]['metrics'][0]"
 #define M1 "d['resourceMetrics'][0]['scopeMetrics'][0]['metrics'][1]"
 
@@ -113,18 +120,21 @@ Test(json, counter_structure_and_int64_strings)
 	cr_assert(strstr(s, "{\"resourceMetrics\":[{\"resource\":{\"attributes\":[{\"key\":\"service.name\","
 			    "\"value\":{\"stringValue\":\"svc\"}}]},\"scopeMetrics\":[{\"scope\":{\"name\":"
 			    "\"nemolens\",\"version\":\"9.8.7\"},\"metrics\":[{") == s, "%s", s);
-	cr_assert(strstr(s, "\"name\":\"requests\""), "%s", s);
-	cr_assert(strstr(s, "\"unit\":\"{request}\""), "%s", s);
-	cr_assert(strstr(s, "\"description\":\"Requests\""), "%s", s);
-	cr_assert(strstr(s, "\"sum\":{\"dataPoints\":[{"), "%s", s);
-	cr_assert(strstr(s, "\"startTimeUnixNano\":\"1700000000000000001\""), "%s", s);
-	cr_assert(strstr(s, "\"timeUnixNano\":\"1700000060123456789\""), "%s", s);
-	cr_assert(strstr(s, "\"asInt\":\"9007199254740993\""), "%s", s);
-	cr_assert(strstr(s, "\"aggregationTemporality\":2"), "%s", s);
-	cr_assert(strstr(s, "\"isMonotonic\":true"), "%s", s);
-	cr_assert(strstr(s, "{\"key\":\"code\",\"value\":{\"intValue\":\"-5\"}}"), "%s", s);
-	cr_assert(strstr(s, "{\"key\":\"ok\",\"value\":{\"boolValue\":true}}"), "%s", s);
-	cr_assert(strstr(s, "{\"key\":\"ratio\",\"value\":{\"doubleValue\":0.5}}"), "%s", s);
+	static const char *const parts[] = {
+		"\"name\":\"requests\"",
+		"\"unit\":\"{request}\"",
+		"\"description\":\"Requests\"",
+		"\"sum\":{\"dataPoints\":[{",
+		"\"startTimeUnixNano\":\"1700000000000000001\"",
+		"\"timeUnixNano\":\"1700000060123456789\"",
+		"\"asInt\":\"9007199254740993\"",
+		"\"aggregationTemporality\":2",
+		"\"isMonotonic\":true",
+		"{\"key\":\"code\",\"value\":{\"intValue\":\"-5\"}}",
+		"{\"key\":\"ok\",\"value\":{\"boolValue\":true}}",
+		"{\"key\":\"ratio\",\"value\":{\"doubleValue\":0.5}}",
+	};
+	expect_parts(s, parts, sizeof parts / sizeof *parts);
 
 	expect_py(s, M0 "['sum']['dataPoints'][0]['asInt']", "\"9007199254740993\"");
 	expect_py(s, M0 "['sum']['dataPoints'][0]['timeUnixNano']", "\"1700000060123456789\"");
@@ -175,13 +185,15 @@ Test(json, histogram_fields)
 	};
 	struct nl_snapshot snap = snapshot(ms, 2);
 	const char *s = encode(&snap);
-	cr_assert(strstr(s, "\"histogram\":{\"dataPoints\":[{"), "%s", s);
-	cr_assert(strstr(s, "\"count\":\"1953\""), "%s", s);  /* 18 * 100 + 0 + 1 + ... + 17 */
-	cr_assert(strstr(s, "\"sum\":12.75"), "%s", s);
-	cr_assert(strstr(s, "\"bucketCounts\":[\"100\",\"101\","), "%s", s);
-	cr_assert(strstr(s, "\"explicitBounds\":[0.01,0.05,0.1,0.25,0.5,1,2.5,5,10,25,50,100,250,500,1000,5000,30000]"),
-		  "%s", s);
-	cr_assert(strstr(s, "\"min\":0.001,\"max\":40000"), "%s", s);
+	static const char *const parts[] = {
+		"\"histogram\":{\"dataPoints\":[{",
+		"\"count\":\"1953\"",   /* 18 * 100 + 0 + 1 + ... + 17 */
+		"\"sum\":12.75",
+		"\"bucketCounts\":[\"100\",\"101\",",
+		"\"explicitBounds\":[0.01,0.05,0.1,0.25,0.5,1,2.5,5,10,25,50,100,250,500,1000,5000,30000]",
+		"\"min\":0.001,\"max\":40000",
+	};
+	expect_parts(s, parts, sizeof parts / sizeof *parts);
 
 	expect_py(s, M0 "['histogram']['dataPoints'][0]['explicitBounds'] == [0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, "
 		     "10, 25, 50, 100, 250, 500, 1000, 5000, 30000]",
@@ -211,12 +223,15 @@ Test(json, nan_and_infinities_are_strings)
 	};
 	struct nl_snapshot snap = snapshot(ms, 4);
 	const char *s = encode(&snap);
-	cr_assert(strstr(s, "\"asDouble\":\"NaN\""), "%s", s);
-	cr_assert(strstr(s, "\"asDouble\":\"Infinity\""), "%s", s);
-	cr_assert(strstr(s, "\"asDouble\":\"-Infinity\""), "%s", s);
-	cr_assert(strstr(s, "\"doubleValue\":\"NaN\""), "%s", s);
-	cr_assert(strstr(s, "\"sum\":\"NaN\""), "%s", s);
-	cr_assert(strstr(s, "\"min\":\"-Infinity\",\"max\":\"Infinity\""), "%s", s);
+	static const char *const parts[] = {
+		"\"asDouble\":\"NaN\"",
+		"\"asDouble\":\"Infinity\"",
+		"\"asDouble\":\"-Infinity\"",
+		"\"doubleValue\":\"NaN\"",
+		"\"sum\":\"NaN\"",
+		"\"min\":\"-Infinity\",\"max\":\"Infinity\"",
+	};
+	expect_parts(s, parts, sizeof parts / sizeof *parts);
 	expect_py(s, "[m['gauge']['dataPoints'][0]['asDouble'] for m in d['resourceMetrics'][0]['scopeMetrics'][0]"
 		     "['metrics'][:3]]",
 		  "[\"NaN\", \"Infinity\", \"-Infinity\"]");
