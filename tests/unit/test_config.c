@@ -581,45 +581,42 @@ static long field_with(const char *name, const char *value, size_t offset)
 
 #define FIELD(name, value, field) field_with((name), (value), offsetof(struct nl_config, field))
 
-Test(config, export_interval)
-{
-	cr_assert_eq(FIELD("OTEL_METRIC_EXPORT_INTERVAL", "5000", export_interval_ms), 5000);
-	cr_assert_eq(FIELD("OTEL_METRIC_EXPORT_INTERVAL", "1", export_interval_ms), 1);
-	cr_assert_eq(FIELD("OTEL_METRIC_EXPORT_INTERVAL", " 2500 ", export_interval_ms), 2500);
-	cr_assert_eq(FIELD("OTEL_METRIC_EXPORT_INTERVAL", "0", export_interval_ms), 10000);
-	for (size_t i = 0; i < sizeof BAD_MS / sizeof *BAD_MS; i++)
-		cr_assert_eq(FIELD("OTEL_METRIC_EXPORT_INTERVAL", BAD_MS[i], export_interval_ms), 10000,
-			     "OTEL_METRIC_EXPORT_INTERVAL=%s", BAD_MS[i]);
-}
+/* Each millisecond variable: values it takes (or caps), and its default,
+ * which every BAD_MS value leaves in place. */
+static const struct {
+	const char *name;
+	size_t offset;
+	long fallback;
+	struct {
+		const char *value;
+		long want;
+	} good[4];
+} MS_VARS[] = {
+	{ "OTEL_METRIC_EXPORT_INTERVAL", offsetof(struct nl_config, export_interval_ms), 10000,
+	  { { "5000", 5000 }, { "1", 1 }, { " 2500 ", 2500 }, { "0", 10000 } } },
+	{ "OTEL_METRIC_EXPORT_TIMEOUT", offsetof(struct nl_config, export_timeout_ms), 30000, { { "2000", 2000 } } },
+	{ "NEMOLENS_EXIT_TIMEOUT_MS", offsetof(struct nl_config, exit_timeout_ms), 500,
+	  { { "250", 250 }, { "10000", 10000 }, { "10001", 10000 }, { "60000", 10000 } } },
+	{ "OTEL_EXPORTER_OTLP_TIMEOUT", offsetof(struct nl_config, otlp_timeout_ms), 10000, { { "4321", 4321 } } },
+	{ "OTEL_EXPORTER_OTLP_METRICS_TIMEOUT", offsetof(struct nl_config, otlp_timeout_ms), 10000,
+	  { { "1234", 1234 } } },
+};
 
-Test(config, export_timeout)
+Test(config, millisecond_variables)
 {
-	cr_assert_eq(FIELD("OTEL_METRIC_EXPORT_TIMEOUT", "2000", export_timeout_ms), 2000);
-	for (size_t i = 0; i < sizeof BAD_MS / sizeof *BAD_MS; i++)
-		cr_assert_eq(FIELD("OTEL_METRIC_EXPORT_TIMEOUT", BAD_MS[i], export_timeout_ms), 30000,
-			     "OTEL_METRIC_EXPORT_TIMEOUT=%s", BAD_MS[i]);
-}
-
-Test(config, exit_timeout_and_its_cap)
-{
-	cr_assert_eq(FIELD("NEMOLENS_EXIT_TIMEOUT_MS", "250", exit_timeout_ms), 250);
-	cr_assert_eq(FIELD("NEMOLENS_EXIT_TIMEOUT_MS", "10000", exit_timeout_ms), 10000);
-	cr_assert_eq(FIELD("NEMOLENS_EXIT_TIMEOUT_MS", "10001", exit_timeout_ms), 10000);
-	cr_assert_eq(FIELD("NEMOLENS_EXIT_TIMEOUT_MS", "60000", exit_timeout_ms), 10000);
-	for (size_t i = 0; i < sizeof BAD_MS / sizeof *BAD_MS; i++)
-		cr_assert_eq(FIELD("NEMOLENS_EXIT_TIMEOUT_MS", BAD_MS[i], exit_timeout_ms), 500,
-			     "NEMOLENS_EXIT_TIMEOUT_MS=%s", BAD_MS[i]);
+	for (size_t i = 0; i < sizeof MS_VARS / sizeof *MS_VARS; i++) {
+		const char *name = MS_VARS[i].name;
+		for (size_t j = 0; j < 4 && MS_VARS[i].good[j].value; j++)
+			cr_assert_eq(field_with(name, MS_VARS[i].good[j].value, MS_VARS[i].offset), MS_VARS[i].good[j].want,
+				     "%s=%s", name, MS_VARS[i].good[j].value);
+		for (size_t j = 0; j < sizeof BAD_MS / sizeof *BAD_MS; j++)
+			cr_assert_eq(field_with(name, BAD_MS[j], MS_VARS[i].offset), MS_VARS[i].fallback, "%s=%s", name,
+				     BAD_MS[j]);
+	}
 }
 
 Test(config, otlp_timeout_metrics_specific_wins)
 {
-	cr_assert_eq(FIELD("OTEL_EXPORTER_OTLP_TIMEOUT", "4321", otlp_timeout_ms), 4321);
-	cr_assert_eq(FIELD("OTEL_EXPORTER_OTLP_METRICS_TIMEOUT", "1234", otlp_timeout_ms), 1234);
-	for (size_t i = 0; i < sizeof BAD_MS / sizeof *BAD_MS; i++) {
-		cr_assert_eq(FIELD("OTEL_EXPORTER_OTLP_TIMEOUT", BAD_MS[i], otlp_timeout_ms), 10000);
-		cr_assert_eq(FIELD("OTEL_EXPORTER_OTLP_METRICS_TIMEOUT", BAD_MS[i], otlp_timeout_ms), 10000);
-	}
-
 	setup();
 	env_set("OTEL_EXPORTER_OTLP_METRICS_TIMEOUT", "1234");
 	env_set("OTEL_EXPORTER_OTLP_TIMEOUT", "4321");
