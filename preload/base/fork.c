@@ -65,8 +65,14 @@ static void run_parent(void)
 	in_fork = false;
 }
 
+/* Set in a child of nl_fork_clone, cleared in any fork child. */
+static bool in_clone_child;
+
+bool nl_fork_in_clone_child(void) { return in_clone_child; }
+
 NL_FORK_PATH static void run_child(void)
 {
+	in_clone_child = false;
 	/* The child's only thread: no fork of its own is under way. */
 	atomic_store_explicit(&fork_at, NONE, memory_order_relaxed);
 	in_fork = false;
@@ -148,6 +154,7 @@ static int clone_child(void *p)
 {
 	struct clone_call c = *(const struct clone_call *)p;
 	run_child();
+	in_clone_child = true;
 	return c.fn(c.arg);
 }
 
@@ -160,8 +167,13 @@ int nl_fork_clone(int (*real)(int (*)(void *), void *, int, void *, void *, void
 	 * not taken here (fork_at does it, as for a fork). */
 	if (!fn)
 		return real(fn, stack, flags, arg, ptid, tls, ctid);
-	/* One at a time, as libc's lock makes forks (fork_at is one variable);
-	 * signals held, as a fork's handlers run with none of the program's. */
+	/* One clone at a time: fork_at is one variable, which libc's lock keeps
+	 * to one fork() at a time. A fork() in another thread may still run its
+	 * handlers at the same moment as these: fork_at then tells of one of
+	 * the two, and a part first registered just then may not wait for the
+	 * other (the parts' own locks still keep their prepare handlers apart).
+	 * Signals held: a handler of this thread that forked or cloned here
+	 * would wait for the locks this thread's prepare handlers took. */
 	static pthread_mutex_t one = PTHREAD_MUTEX_INITIALIZER;
 	sigset_t all, old;
 	sigfillset(&all);

@@ -27,6 +27,8 @@
 #ifndef NL_FORK_H
 #define NL_FORK_H
 
+#include <stdbool.h>
+
 enum nl_fork_part {
 	NL_FORK_LENS,      /* the NeMo Lens C API's meters (lens.c): makes series under its lock */
 	NL_FORK_RUNTIME,   /* the lifecycle's lock, then the export transport's libraries */
@@ -53,6 +55,12 @@ void nl_fork_register(enum nl_fork_part part, const struct nl_fork_handlers *h);
 /* clone() without CLONE_VM, which makes a process as fork() does but runs
  * no fork handlers of libc's: the shim's run around it as around a fork.
  * `real` is libc's clone; the rest are clone()'s arguments. */
+/* True in a child that nl_fork_clone made (and its descendants until one
+ * is forked by fork()): libc did not make it safe to allocate or to start
+ * threads, since its own fork handlers did not run (malloc's locks may be
+ * held by threads it does not have). */
+bool nl_fork_in_clone_child(void);
+
 int nl_fork_clone(int (*real)(int (*)(void *), void *, int, void *, void *, void *, void *),
 		  int (*fn)(void *), void *stack, int flags, void *arg, void *ptid, void *tls, void *ctid);
 

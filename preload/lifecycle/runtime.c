@@ -443,6 +443,10 @@ static bool in_parents_memory(void)
 
 static void start_thread(void)
 {
+	/* A clone child (fork.h) may not allocate: pthread_create does. Its
+	 * segment is delivered by another process of the shim. */
+	if (nl_fork_in_clone_child())
+		return;
 	if (in_parents_memory())
 		return;   /* the parent's exit flush, registered in its memory, sends */
 	pthread_attr_t attr;
@@ -644,6 +648,10 @@ static void flush_at_exit(void)
 	 * even at its exit. */
 	if (!atomic_load(&nl_recording) ||
 	    (!atomic_load(&nl_runtime_kicked) && !atomic_load(&thread_ever) && !nl_seg_predecessor_found()))
+		return;
+	/* A clone child (fork.h) may not allocate, which exporting does: its
+	 * segment stays for another process of the shim, as a killed one's. */
+	if (nl_fork_in_clone_child())
 		return;
 	bool expected = false;
 	if (!atomic_compare_exchange_strong(&flushed_at_exit, &expected, true))
