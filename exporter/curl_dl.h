@@ -30,7 +30,8 @@
 	X(multi_info_read)        \
 	X(multi_strerror)         \
 	X(slist_append)           \
-	X(slist_free_all)
+	X(slist_free_all)         \
+	X(version_info)
 
 struct nl_curl_api {
 #define NL_CURL_MEMBER(name) __typeof__(curl_##name) *name;

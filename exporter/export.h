@@ -3,8 +3,8 @@
  *
  * Encoders turn an nl_snapshot into an OTLP ExportMetricsServiceRequest,
  * either protobuf (for OTLP/HTTP) or the protobuf JSON mapping (for the
- * console exporter). The transport sends protobuf bodies over HTTP with
- * libcurl, following the OTLP/HTTP retry rules. Only the background thread
+ * console exporter). The transport sends protobuf bodies with libcurl, over
+ * OTLP/HTTP or OTLP/gRPC, following each one's retry rules. Only the background thread
  * and the exit flush use these; never a hook.
  */
 #ifndef NL_EXPORT_H
@@ -27,6 +27,7 @@ int nl_json_encode(const struct nl_snapshot *snap, char **out, size_t *out_len);
 
 struct nl_transport_config {
 	const char *url;                /* full URL, e.g. http://127.0.0.1:4318/v1/metrics */
+	bool grpc;                      /* OTLP/gRPC: url is the Export call's, over HTTP/2 */
 	const struct nl_header *headers;
 	size_t n_headers;
 	bool gzip;

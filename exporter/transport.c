@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* OTLP/HTTP transport over libcurl.
+/* OTLP/HTTP and OTLP/gRPC transport over libcurl.
  *
  * We run inside someone else's process, so the transport must never raise a
  * signal (CURLOPT_NOSIGNAL), never block past the caller's deadline, and must
@@ -8,6 +8,11 @@
  * looks at the abort flag (through the progress callback) about once a second
  * while a server is silent. The multi handle also owns the connection cache,
  * so keeping it for the transport's lifetime gives HTTP keep-alive.
+ *
+ * OTLP/gRPC is the same POST over HTTP/2 (with prior knowledge on http://,
+ * negotiated by ALPN on https://): the body framed as one gRPC message, the
+ * outcome read from grpc-status in the trailers rather than from the HTTP
+ * status, which libcurl hands to the header callback as it does headers.
  *
  * A transport is used by one thread at a time; several transports may live in
  * different threads. The globals are the curl_global_init once and the
@@ -47,8 +52,21 @@
 struct response {
 	char *data;
 	size_t len, cap;
-	long retry_after_ms;            /* -1: no usable Retry-After header */
+	long retry_after_ms;            /* -1: no usable Retry-After header (gRPC: RetryInfo) */
+	int grpc_status;                /* -1: no grpc-status seen */
+	char grpc_message[200];         /* grpc-message, printable */
 };
+
+/* The gRPC status codes, by number, for messages. */
+static const char *const grpc_code_names[] = {
+	"OK", "CANCELLED", "UNKNOWN", "INVALID_ARGUMENT", "DEADLINE_EXCEEDED", "NOT_FOUND",
+	"ALREADY_EXISTS", "PERMISSION_DENIED", "RESOURCE_EXHAUSTED", "FAILED_PRECONDITION", "ABORTED",
+	"OUT_OF_RANGE", "UNIMPLEMENTED", "INTERNAL", "UNAVAILABLE", "DATA_LOSS", "UNAUTHENTICATED",
+};
+#define GRPC_UNKNOWN 2
+#define GRPC_RESOURCE_EXHAUSTED 8
+#define GRPC_INTERNAL 13
+#define GRPC_UNAVAILABLE 14
 
 struct nl_transport {
 	CURL *easy;
@@ -56,6 +74,7 @@ struct nl_transport {
 	struct curl_slist *headers;       /* body sent as is */
 	struct curl_slist *headers_gzip;  /* the same plus Content-Encoding: gzip */
 	bool gzip;
+	bool grpc;                        /* OTLP/gRPC rather than OTLP/HTTP */
 	long timeout_ms;
 	char *endpoint;                   /* the URL without credentials, for messages */
 	uint64_t rng;
@@ -216,15 +235,60 @@ static size_t on_body(char *ptr, size_t size, size_t nmemb, void *userdata)
 	return n;
 }
 
+/* The value of the header line buf[0..n) when it is name's (name with its
+ * colon), trimmed; NULL otherwise. */
+static const char *header_value(const char *buf, size_t n, const char *name, size_t *len)
+{
+	size_t k = strlen(name);
+	if (n < k || strncasecmp(buf, name, k) != 0)
+		return NULL;
+	const char *v = buf + k, *end = buf + n;
+	while (v < end && (*v == ' ' || *v == '\t'))
+		v++;
+	while (end > v && (end[-1] == '\r' || end[-1] == '\n' || end[-1] == ' ' || end[-1] == '\t'))
+		end--;
+	*len = (size_t)(end - v);
+	return v;
+}
+
+/* grpc-status is a decimal code; anything else is treated as UNKNOWN, as
+ * gRPC clients do. */
+static int parse_grpc_status(const char *v, size_t n)
+{
+	int code = 0;
+	if (n == 0 || n > 3)
+		return GRPC_UNKNOWN;
+	for (size_t i = 0; i < n; i++) {
+		if (v[i] < '0' || v[i] > '9')
+			return GRPC_UNKNOWN;
+		code = code * 10 + (v[i] - '0');
+	}
+	return code;
+}
+
+/* Also called with the trailers, where gRPC's outcome is. */
 static size_t on_header(char *buf, size_t size, size_t nitems, void *userdata)
 {
 	struct response *r = userdata;
-	size_t n = size * nitems;
-	static const char name[] = "Retry-After:";
-	if (n >= 5 && memcmp(buf, "HTTP/", 5) == 0)
-		r->retry_after_ms = -1;  /* a new response (after a 100 Continue, say) */
-	else if (n > sizeof name - 1 && strncasecmp(buf, name, sizeof name - 1) == 0)
-		r->retry_after_ms = nl_parse_retry_after(buf + sizeof name - 1, n - (sizeof name - 1));
+	size_t n = size * nitems, len;
+	const char *v;
+	if (n >= 5 && memcmp(buf, "HTTP/", 5) == 0) {
+		/* a new response (after a 100 Continue, say) */
+		r->retry_after_ms = -1;
+		r->grpc_status = -1;
+		r->grpc_message[0] = '\0';
+	} else if ((v = header_value(buf, n, "Retry-After:", &len))) {
+		r->retry_after_ms = nl_parse_retry_after(v, len);
+	} else if ((v = header_value(buf, n, "grpc-status:", &len))) {
+		r->grpc_status = parse_grpc_status(v, len);
+	} else if ((v = header_value(buf, n, "grpc-message:", &len))) {
+		nl_grpc_message(v, len, r->grpc_message, sizeof r->grpc_message);
+	} else if ((v = header_value(buf, n, "grpc-status-details-bin:", &len))) {
+		uint8_t status[1024];
+		size_t status_len;
+		if (nl_base64_decode(v, len, status, sizeof status, &status_len))
+			r->retry_after_ms = nl_grpc_retry_delay_ms(status, status_len);
+	}
 	return n;
 }
 
@@ -250,8 +314,10 @@ static bool header_name_ok(const char *name)
 
 /* Headers describing our body are ours to set; a duplicate would make the
  * request ambiguous. */
-static bool header_reserved(const char *name)
+static bool header_reserved(const char *name, bool grpc)
 {
+	if (grpc && (!strcasecmp(name, "TE") || !strncasecmp(name, "grpc-", 5)))
+		return true;
 	return !strcasecmp(name, "Content-Type") || !strcasecmp(name, "Content-Encoding") ||
 	       !strcasecmp(name, "Content-Length");
 }
@@ -287,7 +353,7 @@ static bool append_user_headers(struct curl_slist **list, const struct nl_transp
 				     header_name_ok(name) ? " " : "", header_name_ok(name) ? name : "");
 			continue;
 		}
-		if (header_reserved(name)) {
+		if (header_reserved(name, cfg->grpc)) {
 			nl_warn_once("otlp.header.reserved", "ignoring OTLP header %s: the exporter sets it",
 				     name);
 			continue;
@@ -303,8 +369,14 @@ static struct curl_slist *build_headers(const struct nl_transport_config *cfg, b
 	struct curl_slist *list = NULL;
 	/* "Expect:" stops curl from sending Expect: 100-continue for larger bodies
 	 * and then waiting up to a second for a go-ahead many servers never send. */
-	bool ok = append_header(&list, "Content-Type", "application/x-protobuf") &&
-		  (!gzip || append_header(&list, "Content-Encoding", "gzip"));
+	bool ok;
+	if (cfg->grpc)
+		/* TE: trailers is how a gRPC server knows the client reads them. */
+		ok = append_header(&list, "Content-Type", "application/grpc") &&
+		     append_header(&list, "TE", "trailers") && (!gzip || append_header(&list, "grpc-encoding", "gzip"));
+	else
+		ok = append_header(&list, "Content-Type", "application/x-protobuf") &&
+		     (!gzip || append_header(&list, "Content-Encoding", "gzip"));
 	if (ok) {
 		struct curl_slist *l = nl_curl.slist_append(list, "Expect:");
 		ok = l != NULL;
@@ -336,6 +408,15 @@ static CURLcode configure_easy(struct nl_transport *t, const struct nl_transport
 	SET(CURLOPT_PROTOCOLS, (long)(CURLPROTO_HTTP | CURLPROTO_HTTPS));
 #endif
 	SET(CURLOPT_POST, 1L);
+	/* gRPC needs HTTP/2: on http:// straight away, on https:// by ALPN. */
+	if (cfg->grpc)
+		SET(CURLOPT_HTTP_VERSION, (long)CURL_HTTP_VERSION_2_PRIOR_KNOWLEDGE);
+	/* libcurl before 8.0 breaks a cleartext HTTP/2 connection it reuses
+	 * (an error in the framing layer on the second request): there, each
+	 * send opens its own. TLS connections are kept in every version. */
+	if (cfg->grpc && strncasecmp(cfg->url, "http://", 7) == 0 &&
+	    nl_curl.version_info(CURLVERSION_NOW)->version_num < 0x080000)
+		SET(CURLOPT_FORBID_REUSE, 1L);
 	SET(CURLOPT_USERAGENT, ua);
 	SET(CURLOPT_HTTPHEADER, t->headers);
 	SET(CURLOPT_WRITEFUNCTION, on_body);
@@ -374,13 +455,21 @@ struct nl_transport *nl_transport_new(const struct nl_transport_config *cfg)
 		leave();
 		return NULL;
 	}
+	if (cfg->grpc && !(nl_curl.version_info(CURLVERSION_NOW)->features & CURL_VERSION_HTTP2)) {
+		nl_warn_once("otlp.grpc.nohttp2", "this libcurl has no HTTP/2, which OTLP/gRPC needs: metrics are "
+			     "not exported (OTEL_EXPORTER_OTLP_PROTOCOL=http/protobuf works with it)");
+		leave();
+		return NULL;
+	}
 	struct nl_transport *t = calloc(1, sizeof *t);
 	if (!t)
 		goto oom;
 	t->gzip = cfg->gzip;
+	t->grpc = cfg->grpc;
 	t->timeout_ms = cfg->timeout_ms;
 	t->rng = seed_random(t);
 	t->resp.retry_after_ms = -1;
+	t->resp.grpc_status = -1;
 	t->endpoint = redact_url(cfg->url);
 	t->easy = nl_curl.easy_init();
 	t->multi = nl_curl.multi_init();
@@ -475,8 +564,30 @@ static int gzip_compress(const uint8_t *in, size_t len, uint8_t **out, size_t *o
 	return rc;
 }
 
-/* Points curl at the body to send, compressed when configured. *owned gets
- * the buffer to free after the send, if one was allocated. */
+/* A gRPC message: a flag byte (compressed or not), its length in 32 bits
+ * big-endian, the message. Replaces *owned (freed) with the framed copy. */
+#define GRPC_PREFIX 5
+static int grpc_frame(const uint8_t *data, size_t len, bool compressed, uint8_t **owned)
+{
+	if (len > UINT32_MAX)
+		return -1;
+	uint8_t *framed = malloc(GRPC_PREFIX + len);
+	if (!framed)
+		return -1;
+	framed[0] = compressed;
+	for (int i = 0; i < 4; i++)
+		framed[1 + i] = (uint8_t)(len >> (24 - 8 * i));
+	if (len)
+		memcpy(framed + GRPC_PREFIX, data, len);
+	free(*owned);
+	*owned = framed;
+	return 0;
+}
+
+/* Points curl at the body to send, compressed when configured (OTLP/HTTP:
+ * the HTTP body, gzip Content-Encoding; gRPC: the message, grpc-encoding)
+ * and framed for gRPC. *owned gets the buffer to free after the send, if
+ * one was allocated. */
 static CURLcode set_body(struct nl_transport *t, const uint8_t *body, size_t len, uint8_t **owned)
 {
 	*owned = NULL;
@@ -491,6 +602,12 @@ static CURLcode set_body(struct nl_transport *t, const uint8_t *body, size_t len
 		} else {
 			nl_warn_once("otlp.gzip", "gzip compression failed: sending the export uncompressed");
 		}
+	}
+	if (t->grpc) {
+		if (grpc_frame(data, len, headers == t->headers_gzip, owned) != 0)
+			return CURLE_OUT_OF_MEMORY;
+		data = *owned;
+		len += GRPC_PREFIX;
 	}
 	CURLcode rc = nl_curl.easy_setopt(t->easy, CURLOPT_HTTPHEADER, headers);
 	if (rc == CURLE_OK)
@@ -648,6 +765,106 @@ static enum outcome http_status(struct nl_transport *t, long status)
 	return OUT_REJECTED;
 }
 
+/* The gRPC code an HTTP status means when no grpc-status came (gRPC's
+ * mapping of HTTP to gRPC status codes). */
+static int grpc_code_of_http(long status)
+{
+	switch (status) {
+	case 400:
+		return GRPC_INTERNAL;
+	case 401:
+		return 16;  /* UNAUTHENTICATED */
+	case 403:
+		return 7;   /* PERMISSION_DENIED */
+	case 404:
+		return 12;  /* UNIMPLEMENTED */
+	case 429:
+	case 502:
+	case 503:
+	case 504:
+		return GRPC_UNAVAILABLE;
+	default:
+		return GRPC_UNKNOWN;
+	}
+}
+
+/* The codes the OTLP specification retries; RESOURCE_EXHAUSTED only when
+ * the server said when to come back (RetryInfo). */
+static bool grpc_retryable(int code, bool retry_info)
+{
+	switch (code) {
+	case 1:   /* CANCELLED */
+	case 4:   /* DEADLINE_EXCEEDED */
+	case 10:  /* ABORTED */
+	case 11:  /* OUT_OF_RANGE */
+	case GRPC_UNAVAILABLE:
+	case 15:  /* DATA_LOSS */
+		return true;
+	case GRPC_RESOURCE_EXHAUSTED:
+		return retry_info;
+	default:
+		return false;
+	}
+}
+
+/* The answer's ExportMetricsServiceResponse is the body's one gRPC message. */
+static void check_grpc_partial_success(struct nl_transport *t)
+{
+	const uint8_t *msg;
+	size_t msg_len;
+	bool compressed;
+	if (t->resp.len == 0)
+		return;
+	if (!nl_grpc_unframe((const uint8_t *)t->resp.data, t->resp.len, &compressed, &msg, &msg_len) || compressed) {
+		nl_debug("%s: the OK answer's body (%zu bytes) is not one uncompressed gRPC message; ignored",
+			 t->endpoint, t->resp.len);
+		return;
+	}
+	memmove(t->resp.data, msg, msg_len);
+	t->resp.len = msg_len;
+	check_partial_success(t);
+}
+
+static enum outcome grpc_status(struct nl_transport *t, long http)
+{
+	int code = t->resp.grpc_status;
+	if (code < 0 && http == 200) {
+		nl_warn_once("otlp.grpc.nostatus", "%s answered without a grpc-status: is it a gRPC server? The "
+			     "data is dropped", t->endpoint);
+		return OUT_REJECTED;
+	}
+	if (code < 0)
+		code = grpc_code_of_http(http);
+	if (code == 0) {
+		check_grpc_partial_success(t);
+		return OUT_OK;
+	}
+	char key[40], name[24];
+	if (code < (int)(sizeof grpc_code_names / sizeof *grpc_code_names))
+		snprintf(name, sizeof name, "%s", grpc_code_names[code]);
+	else
+		snprintf(name, sizeof name, "code %d", code);
+	const char *why = t->resp.grpc_message;
+	bool retry = grpc_retryable(code, t->resp.retry_after_ms >= 0);
+	if (!retry)
+		t->resp.retry_after_ms = -1;
+	if (retry && t->final) {
+		snprintf(key, sizeof key, "otlp.exit.grpc.%d", code);
+		nl_warn_once(key, "exit: could not deliver this process's metrics to %s: gRPC %s%s%s; %s",
+			     t->endpoint, name, *why ? ": " : "", why, fate(t));
+		return OUT_GIVE_UP;
+	}
+	snprintf(key, sizeof key, "otlp.grpc.%d", code);
+	if (retry) {
+		nl_warn_once(key, "%s answered gRPC %s%s%s; the metrics are sent again at the next export",
+			     t->endpoint, name, *why ? ": " : "", why);
+		return OUT_RETRY;
+	}
+	nl_warn_once(key, "%s rejected metrics with gRPC %s%s%s; the data is dropped", t->endpoint, name,
+		     *why ? ": " : "", why);
+	return OUT_REJECTED;
+}
+
 static enum outcome attempt(struct nl_transport *t, uint64_t deadline_ns)
 {
 	uint64_t now = nl_monotonic_ns();
@@ -661,6 +878,8 @@ static enum outcome attempt(struct nl_transport *t, uint64_t deadline_ns)
 	nl_curl.easy_setopt(t->easy, CURLOPT_CONNECTTIMEOUT_MS, budget_ms);
 	t->resp.len = 0;
 	t->resp.retry_after_ms = -1;
+	t->resp.grpc_status = -1;
+	t->resp.grpc_message[0] = '\0';
 	t->errbuf[0] = '\0';
 
 	CURLcode rc = run_transfer(t);
@@ -670,7 +889,7 @@ static enum outcome attempt(struct nl_transport *t, uint64_t deadline_ns)
 		return transport_failure(t, rc);
 	long status = 0;
 	nl_curl.easy_getinfo(t->easy, CURLINFO_RESPONSE_CODE, &status);
-	return http_status(t, status);
+	return t->grpc ? grpc_status(t, status) : http_status(t, status);
 }
 
 /* ---- Retry loop ---------------------------------------------------------- */

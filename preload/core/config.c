@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #define DEFAULT_ENDPOINT "http://localhost:4318/v1/metrics"
+#define DEFAULT_GRPC_ENDPOINT "http://localhost:4317"
 #define MAX_MS 2147483647L   /* the OpenTelemetry specification's integer range */
 
 /* ---- value parsers ------------------------------------------------------ */
@@ -338,8 +339,65 @@ NL_LOAD_PATH static bool is_http_url(const char *s)
 	return starts_nocase(s, "http://") || starts_nocase(s, "https://");
 }
 
+/* OTLP/gRPC names a server, not a path: scheme://host:port, anything after
+ * the authority ignored, the call's path added here. A gRPC endpoint may
+ * also come without a scheme (host:port): then OTEL_EXPORTER_OTLP_INSECURE
+ * says whether it is plaintext, and it is TLS unless it says true. */
+#define GRPC_EXPORT_PATH "/opentelemetry.proto.collector.metrics.v1.MetricsService/Export"
+
+NL_LOAD_PATH static bool keep_grpc_endpoint(struct nl_config *cfg, const char *v, bool insecure)
+{
+	const char *scheme = "";
+	const char *auth = v;
+	if (is_http_url(v))
+		auth = strstr(v, "://") + 3;
+	else if (strstr(v, "://") || !*v)
+		return false;
+	else
+		scheme = insecure ? "http://" : "https://";
+	size_t n = strcspn(auth, "/?#");
+	if (n == 0)
+		return false;
+	/* scheme + authority + path, joined by hand as below. */
+	size_t ns = strlen(scheme), nv = (size_t)(auth - v);
+	char *url = malloc(ns + nv + n + sizeof GRPC_EXPORT_PATH);
+	if (!url)
+		return true;  /* out of memory: no endpoint, so no export, and no warning */
+	memcpy(url, scheme, ns);
+	memcpy(url + ns, v, nv + n);
+	memcpy(url + ns + nv + n, GRPC_EXPORT_PATH, sizeof GRPC_EXPORT_PATH);
+	cfg->endpoint = keep_str(cfg, url);
+	free(url);
+	return true;
+}
+
+NL_LOAD_PATH static void load_grpc_endpoint(struct nl_config *cfg, const struct env *e)
+{
+	char which[OTLP_NAME_MAX];
+	bool insecure = false;
+	const char *v = env_otlp(e, "INSECURE", which);
+	if (v && strcasecmp(v, "true") == 0)
+		insecure = true;
+	else if (v && strcasecmp(v, "false") != 0)
+		invalid(which, v, "true or false");
+	static const char *const names[] = { "OTEL_EXPORTER_OTLP_METRICS_ENDPOINT", "OTEL_EXPORTER_OTLP_ENDPOINT",
+					     NULL };
+	for (const char *const *name = names; *name; name++) {
+		if (!(v = env_get(e, *name)))
+			continue;
+		if (keep_grpc_endpoint(cfg, v, insecure))
+			return;
+		invalid(*name, v, "http://host:port, https://host:port or host:port");
+	}
+	cfg->endpoint = keep_str(cfg, DEFAULT_GRPC_ENDPOINT GRPC_EXPORT_PATH);
+}
+
 NL_LOAD_PATH static void load_endpoint(struct nl_config *cfg, const struct env *e)
 {
+	if (cfg->grpc) {
+		load_grpc_endpoint(cfg, e);
+		return;
+	}
 	const char *v = env_get(e, "OTEL_EXPORTER_OTLP_METRICS_ENDPOINT");
 	if (v) {
 		if (is_http_url(v)) {
@@ -398,6 +456,16 @@ NL_LOAD_PATH static void load_otlp(struct nl_config *cfg, const struct env *e)
 	char which[OTLP_NAME_MAX];
 	const char *v;
 
+	/* The protocol first: it decides what the endpoint means. */
+	if ((v = env_otlp(e, "PROTOCOL", which))) {
+		if (strcmp(v, "grpc") == 0) {
+			cfg->grpc = true;
+		} else if (strcmp(v, "http/protobuf") != 0) {
+			char key[96];
+			snprintf(key, sizeof key, "env.%s", which);
+			nl_warn_once(key, "%s=%s is not supported; using http/protobuf", which, v);
+		}
+	}
 	load_endpoint(cfg, e);
 
 	if ((v = env_otlp(e, "HEADERS", which)) && (cfg->headers = kv_table(NL_MAX_HEADERS))) {
@@ -421,11 +489,6 @@ NL_LOAD_PATH static void load_otlp(struct nl_config *cfg, const struct env *e)
 			cfg->gzip = false;
 		else
 			invalid(which, v, "gzip or none");
-	}
-	if ((v = env_otlp(e, "PROTOCOL", which)) && strcmp(v, "http/protobuf") != 0) {
-		char key[96];
-		snprintf(key, sizeof key, "env.%s", which);
-		nl_warn_once(key, "%s=%s is not supported; using http/protobuf", which, v);
 	}
 	if ((v = env_otlp(e, "CERTIFICATE", which)))
 		cfg->ca_file = keep_str(cfg, v);

@@ -32,7 +32,8 @@ struct nl_config {
 	long export_timeout_ms;         /* OTEL_METRIC_EXPORT_TIMEOUT */
 	long otlp_timeout_ms;           /* OTEL_EXPORTER_OTLP_[METRICS_]TIMEOUT */
 	long exit_timeout_ms;           /* NEMOLENS_EXIT_TIMEOUT_MS */
-	char *endpoint;                 /* full metrics URL */
+	char *endpoint;                 /* full metrics URL (OTLP/gRPC: the Export call's) */
+	bool grpc;                      /* OTEL_EXPORTER_OTLP_[METRICS_]PROTOCOL=grpc */
 	struct nl_header *headers;      /* NL_MAX_HEADERS entries, allocated when the variable is set */
 	size_t n_headers;
 	bool gzip;

@@ -71,8 +71,11 @@ static void usage(void)
 		"\n"
 		"options (each sets an environment variable for the program; --opt=value works too):\n"
 		"  --endpoint URL        OTEL_EXPORTER_OTLP_ENDPOINT, the collector's base URL\n"
-		"                        (/v1/metrics is appended); OTEL_EXPORTER_OTLP_METRICS_ENDPOINT\n"
-		"                        is removed so that this one is used\n"
+		"                        (/v1/metrics is appended; with grpc, scheme://host:port);\n"
+		"                        OTEL_EXPORTER_OTLP_METRICS_ENDPOINT is removed so that this\n"
+		"                        one is used\n"
+		"  --protocol P          OTEL_EXPORTER_OTLP_PROTOCOL: http/protobuf (default) or grpc\n"
+		"                        (port 4317 by default); the METRICS_ variant is removed\n"
 		"  --service-name NAME   OTEL_SERVICE_NAME\n"
 		"  --destinations RULES  NEMOLENS_DESTINATIONS, e.g. 'policy=host:8000,judge=10.0.3.0/24'\n"
 		"  --memory              NEMOLENS_MEMORY_PROFILING=true\n"
@@ -292,7 +295,7 @@ ended:
 
 /* ---- options ------------------------------------------------------------ */
 
-enum { OPT_ENDPOINT = 256, OPT_SERVICE, OPT_DEST, OPT_MEMORY, OPT_CONSOLE, OPT_PRINT, OPT_VERSION, OPT_SUMMARY };
+enum { OPT_ENDPOINT = 256, OPT_PROTOCOL, OPT_SERVICE, OPT_DEST, OPT_MEMORY, OPT_CONSOLE, OPT_PRINT, OPT_VERSION, OPT_SUMMARY };
 
 static void set_env(const char *name, const char *value)
 {
@@ -306,6 +309,7 @@ int main(int argc, char **argv)
 {
 	static const struct option options[] = {
 		{ "endpoint", required_argument, NULL, OPT_ENDPOINT },
+		{ "protocol", required_argument, NULL, OPT_PROTOCOL },
 		{ "service-name", required_argument, NULL, OPT_SERVICE },
 		{ "destinations", required_argument, NULL, OPT_DEST },
 		{ "memory", no_argument, NULL, OPT_MEMORY },
@@ -327,6 +331,12 @@ int main(int argc, char **argv)
 			set_env("OTEL_EXPORTER_OTLP_ENDPOINT", optarg);
 			/* It would win over the option otherwise. */
 			unsetenv("OTEL_EXPORTER_OTLP_METRICS_ENDPOINT");
+			break;
+		case OPT_PROTOCOL:
+			if (strcmp(optarg, "grpc") != 0 && strcmp(optarg, "http/protobuf") != 0)
+				die_usage("--protocol is grpc or http/protobuf");
+			set_env("OTEL_EXPORTER_OTLP_PROTOCOL", optarg);
+			unsetenv("OTEL_EXPORTER_OTLP_METRICS_PROTOCOL");
 			break;
 		case OPT_SERVICE:
 			set_env("OTEL_SERVICE_NAME", optarg);

@@ -126,6 +126,7 @@ int print_config(const char *program)
 	put_bool("enabled", cfg.enabled);
 	put_bool("metrics_enabled", cfg.metrics_enabled);
 	put("exporter", exporters[cfg.exporter]);
+	put("protocol", cfg.grpc ? "grpc" : "http/protobuf");
 	put_url("endpoint", cfg.endpoint);
 	put_list("headers", cfg.headers, cfg.n_headers, true);
 	put("compression", cfg.gzip ? "gzip" : "none");

@@ -24,6 +24,7 @@ struct nl_transport_config nl_adopt_transport_config(const struct nl_config *cfg
 {
 	return (struct nl_transport_config){
 		.url = cfg->endpoint,
+		.grpc = cfg->grpc,
 		.headers = cfg->headers,
 		.n_headers = cfg->n_headers,
 		.gzip = cfg->gzip,

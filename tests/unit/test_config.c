@@ -777,7 +777,10 @@ Test(config, compression)
 	cr_assert(gzip_with("gzip", "none"));
 }
 
-static int warnings_for_protocol(const char *metrics, const char *generic)
+/* The endpoint and the number of warnings a protocol setting gives, with
+ * the endpoint variables as given (NULL: unset). */
+static int load_protocol(const char *metrics, const char *generic, const char *endpoint,
+			 const char *metrics_endpoint, const char *insecure, struct nl_config *c)
 {
 	setup();
 	nl_log_set_level(NL_LOG_WARN);
@@ -785,33 +788,70 @@ static int warnings_for_protocol(const char *metrics, const char *generic)
 		env_set("OTEL_EXPORTER_OTLP_METRICS_PROTOCOL", metrics);
 	if (generic)
 		env_set("OTEL_EXPORTER_OTLP_PROTOCOL", generic);
-	struct nl_config c;
+	if (endpoint)
+		env_set("OTEL_EXPORTER_OTLP_ENDPOINT", endpoint);
+	if (metrics_endpoint)
+		env_set("OTEL_EXPORTER_OTLP_METRICS_ENDPOINT", metrics_endpoint);
+	if (insecure)
+		env_set("OTEL_EXPORTER_OTLP_INSECURE", insecure);
 	struct capture cap;
 	capture_begin(&cap);
-	load(&c);
+	load(c);
 	const char *out = capture_end(&cap);
-	int n = count_lines_starting(out, "nemolens: ");
-	cr_assert_str_eq(c.endpoint, "http://localhost:4318/v1/metrics");
+	return count_lines_starting(out, "nemolens: ");
+}
+
+#define EXPORT_CALL "/opentelemetry.proto.collector.metrics.v1.MetricsService/Export"
+
+/* http/protobuf (the default) and grpc; anything else is a warning and
+ * http/protobuf. The METRICS_ variable wins over the generic one. For gRPC
+ * the endpoint is scheme://host:port (a path is ignored, the call's is
+ * added), 4317 by default; without a scheme, INSECURE=true means
+ * plaintext, else TLS. */
+Test(config, protocol_and_endpoint)
+{
+	static const struct {
+		const char *metrics, *generic, *endpoint, *metrics_endpoint, *insecure;
+		bool grpc;
+		const char *url;
+		int warnings;
+	} rows[] = {
+		{ NULL, "http/protobuf", NULL, NULL, NULL, false, "http://localhost:4318/v1/metrics", 0 },
+		{ "http/protobuf", NULL, NULL, NULL, NULL, false, "http://localhost:4318/v1/metrics", 0 },
+		{ "http/protobuf", "grpc", NULL, NULL, NULL, false, "http://localhost:4318/v1/metrics", 0 },
+		{ "http/json", "http/protobuf", NULL, NULL, NULL, false, "http://localhost:4318/v1/metrics", 1 },
+		{ NULL, "grpc", NULL, NULL, NULL, true, "http://localhost:4317" EXPORT_CALL, 0 },
+		{ "grpc", "http/protobuf", NULL, NULL, NULL, true, "http://localhost:4317" EXPORT_CALL, 0 },
+		{ NULL, "grpc", "http://col:4317", NULL, NULL, true, "http://col:4317" EXPORT_CALL, 0 },
+		{ NULL, "grpc", "https://col:4317/", NULL, NULL, true, "https://col:4317" EXPORT_CALL, 0 },
+		{ NULL, "grpc", "http://col:4317/v1/metrics?x", NULL, NULL, true, "http://col:4317" EXPORT_CALL, 0 },
+		{ NULL, "grpc", "http://a:1", "http://b:2", NULL, true, "http://b:2" EXPORT_CALL, 0 },
+		{ NULL, "grpc", "col:4317", NULL, NULL, true, "https://col:4317" EXPORT_CALL, 0 },
+		{ NULL, "grpc", "col:4317", NULL, "false", true, "https://col:4317" EXPORT_CALL, 0 },
+		{ NULL, "grpc", "col:4317", NULL, "true", true, "http://col:4317" EXPORT_CALL, 0 },
+		{ NULL, "grpc", "https://col:4317", NULL, "true", true, "https://col:4317" EXPORT_CALL, 0 },
+		{ NULL, "grpc", "col:4317", NULL, "maybe", true, "https://col:4317" EXPORT_CALL, 1 },
+		{ NULL, "grpc", "ftp://col:21", NULL, NULL, true, "http://localhost:4317" EXPORT_CALL, 1 },
+		{ NULL, "grpc", "http://a:1", "ftp://b", NULL, true, "http://a:1" EXPORT_CALL, 1 },
+	};
+	for (size_t i = 0; i < sizeof rows / sizeof *rows; i++) {
+		struct nl_config c;
+		int warnings = load_protocol(rows[i].metrics, rows[i].generic, rows[i].endpoint,
+					     rows[i].metrics_endpoint, rows[i].insecure, &c);
+		cr_assert_eq(c.grpc, rows[i].grpc, "row %zu", i);
+		cr_assert_str_eq(c.endpoint, rows[i].url, "row %zu", i);
+		cr_assert_eq(warnings, rows[i].warnings, "row %zu", i);
+		nl_config_free(&c);
+	}
+}
+
+/* A warning is given once a variable: this one in a test of its own. */
+Test(config, grpc_endpoint_without_a_host)
+{
+	struct nl_config c;
+	cr_assert_eq(load_protocol(NULL, "grpc", "http://", NULL, NULL, &c), 1);
+	cr_assert_str_eq(c.endpoint, "http://localhost:4317" EXPORT_CALL);
 	nl_config_free(&c);
-	return n;
-}
-
-/* Only http/protobuf is supported: anything else is a warning, nothing more. */
-Test(config, protocol)
-{
-	cr_assert_eq(warnings_for_protocol(NULL, "http/protobuf"), 0);
-	cr_assert_eq(warnings_for_protocol("http/protobuf", NULL), 0);
-	cr_assert_eq(warnings_for_protocol(NULL, "grpc"), 1);
-}
-
-Test(config, protocol_metrics_specific_wins)
-{
-	cr_assert_eq(warnings_for_protocol("http/protobuf", "grpc"), 0);
-}
-
-Test(config, protocol_bad_metrics_specific_warns)
-{
-	cr_assert_eq(warnings_for_protocol("http/json", "http/protobuf"), 1);
 }
 
 Test(config, tls_files)
