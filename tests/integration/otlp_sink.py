@@ -14,7 +14,36 @@ import time
 from opentelemetry.proto.collector.metrics.v1 import metrics_service_pb2
 
 
-class Sink:
+class Received:
+    """What a receiver keeps, and the queries on it: `requests` (decoded
+    ExportMetricsServiceRequest, in arrival order) under `lock`."""
+
+    def points(self, name):
+        """Every data point of metric `name`, with its resource and metric, in arrival order."""
+        out = []
+        with self.lock:
+            for req in self.requests:
+                for rm in req.resource_metrics:
+                    res = {a.key: any_value(a.value) for a in rm.resource.attributes}
+                    for sm in rm.scope_metrics:
+                        for m in sm.metrics:
+                            if m.name != name:
+                                continue
+                            kind = m.WhichOneof("data")
+                            for p in getattr(m, kind).data_points:
+                                out.append((res, m, p))
+        return out
+
+    def latest_by_instance(self, name):
+        """For cumulative metrics: the last point per (instance, attributes)."""
+        latest = {}
+        for res, m, p in self.points(name):
+            key = (res.get("service.instance.id"), tuple(sorted(attrs(p).items())))
+            latest[key] = (res, m, p)
+        return list(latest.values())
+
+
+class Sink(Received):
     def __init__(self):
         self.requests = []        # decoded ExportMetricsServiceRequest, in arrival order
         self.raw = []             # (headers, body) as received
@@ -70,31 +99,6 @@ class Sink:
             self.requests.clear()
             self.raw.clear()
             self.arrivals.clear()
-
-    def points(self, name):
-        """Every data point of metric `name`, with its resource and metric, in arrival order."""
-        out = []
-        with self.lock:
-            for req in self.requests:
-                for rm in req.resource_metrics:
-                    res = {a.key: any_value(a.value) for a in rm.resource.attributes}
-                    for sm in rm.scope_metrics:
-                        for m in sm.metrics:
-                            if m.name != name:
-                                continue
-                            kind = m.WhichOneof("data")
-                            for p in getattr(m, kind).data_points:
-                                out.append((res, m, p))
-        return out
-
-    def latest_by_instance(self, name):
-        """For cumulative metrics: the last point per (instance, attributes)."""
-        latest = {}
-        for res, m, p in self.points(name):
-            key = (res.get("service.instance.id"), tuple(sorted(attrs(p).items())))
-            latest[key] = (res, m, p)
-        return list(latest.values())
-
 
 def any_value(v):
     kind = v.WhichOneof("value")
