@@ -8,10 +8,13 @@
 # sees there: connections per destination, requests per route with latency
 # percentiles and status mix, and the rollout/verify figures.
 #
-# Run from the repository root:  bash scripts/demo.sh [--keep]
+# Run from the repository root:  bash scripts/demo.sh [--keep] [--protocol grpc]
 # --keep: leave VictoriaMetrics running afterwards, with a page on loopback that
 #         draws the Grafana dashboard's panels (dashboards/nemolens.json) from
 #         it (scripts/demo/viewer.py); both URLs and how to stop them are printed.
+# --protocol grpc: both export over OTLP/gRPC, to a receiver that hands the
+#         requests on to VictoriaMetrics as a collector would
+#         (scripts/demo/grpc_relay.py); the tables are the same.
 # Environment: DEMO_REQUESTS (200), DEMO_LIMIT (4), DEMO_CLOSE_RATIO (0.25),
 #              DEMO_GHOST (6), DEMO_SLOW (3), DEMO_CONNECT_TIMEOUT (0.3 s).
 set -euo pipefail
@@ -27,15 +30,22 @@ SLOW=${DEMO_SLOW:-3}
 CONNECT_TIMEOUT=${DEMO_CONNECT_TIMEOUT:-0.3}
 
 KEEP=0
-for arg in "$@"; do
-	case "$arg" in
+PROTOCOL=http/protobuf
+usage() { echo "usage: bash scripts/demo.sh [--keep] [--protocol http/protobuf|grpc]" >&2; exit 2; }
+while [ $# -gt 0 ]; do
+	case "$1" in
 	--keep) KEEP=1 ;;
-	*) echo "usage: bash scripts/demo.sh [--keep]" >&2; exit 2 ;;
+	--protocol) [ $# -ge 2 ] || usage; PROTOCOL=$2; shift ;;
+	--protocol=*) PROTOCOL=${1#--protocol=} ;;
+	*) usage ;;
 	esac
+	shift
 done
+case "$PROTOCOL" in http/protobuf|grpc) ;; *) usage ;; esac
 
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/nemolens-demo.XXXXXX")
 SERVER_PID=""
+RELAY_PID=""
 source "$ROOT/scripts/victoria.sh"
 
 cleanup() {
@@ -46,6 +56,10 @@ cleanup() {
 		for _ in $(seq 50); do kill -0 "$SERVER_PID" 2>/dev/null || break; sleep 0.1; done
 		kill -KILL "$SERVER_PID" 2>/dev/null || true
 		wait "$SERVER_PID" 2>/dev/null || true
+	fi
+	if [ -n "$RELAY_PID" ]; then
+		kill -TERM "$RELAY_PID" 2>/dev/null || true
+		wait "$RELAY_PID" 2>/dev/null || true
 	fi
 	if [ "$KEEP" -eq 1 ] && [ "$rc" -eq 0 ] && [ -n "${VIEWER_URL:-}" ]; then
 		echo
@@ -85,9 +99,27 @@ step build "ok ($SO)"
 vm_start || fail "VictoriaMetrics did not start"
 step victoria "$VM_URL (pid $VM_PID), OTLP at /opentelemetry/v1/metrics"
 
+# How the shim exports: straight to VictoriaMetrics over OTLP/HTTP, or over
+# OTLP/gRPC to the relay in front of it.
+EXPORT=(OTEL_EXPORTER_OTLP_METRICS_ENDPOINT="$VM_OTLP_URL")
+if [ "$PROTOCOL" = grpc ]; then
+	PYTHONPATH=/opt/nemolens-deps/usr/lib/python3/dist-packages "$PY" scripts/demo/grpc_relay.py \
+		--to "$VM_OTLP_URL" >"$WORK/relay.json" 2>"$WORK/relay.log" &
+	RELAY_PID=$!
+	for _ in $(seq 100); do
+		[ -s "$WORK/relay.json" ] && break
+		kill -0 "$RELAY_PID" 2>/dev/null || fail "the gRPC relay exited" "$WORK/relay.log"
+		sleep 0.1
+	done
+	RELAY=$("$PY" -c 'import json, sys; print(json.load(open(sys.argv[1]))["endpoint"])' "$WORK/relay.json") ||
+		fail "the gRPC relay did not start" "$WORK/relay.log"
+	EXPORT=(OTEL_EXPORTER_OTLP_PROTOCOL=grpc OTEL_EXPORTER_OTLP_ENDPOINT="$RELAY")
+	step relay "OTLP/gRPC at $RELAY (pid $RELAY_PID), handed on to VictoriaMetrics"
+fi
+
 # 3. servers: uvicorn/FastAPI on two ports, plus a refused port and a full listener
 env LD_PRELOAD="$SO" \
-	OTEL_EXPORTER_OTLP_METRICS_ENDPOINT="$VM_OTLP_URL" \
+	"${EXPORT[@]}" \
 	OTEL_METRIC_EXPORT_INTERVAL=1000 \
 	OTEL_SERVICE_NAME=demo-servers NEMOLENS_MEMORY_PROFILING=true \
 	"$PY" scripts/demo/server.py --ports 2 --latency-ms 2,30 --full --refused \
@@ -109,7 +141,7 @@ step "" "ghost :$P_GHOST (refused), slow :$P_SLOW (accept queue full)"
 # 4. the workload, under the shim
 step workload "$REQUESTS requests round-robin (GET /v1/work on both, POST /run, POST /verify, POST /v1/chat/completions), aiohttp pool limit $LIMIT,"
 step "" "${CLOSE_RATIO} of them 'Connection: close';"
-step "" "+ $GHOST to ghost, + $SLOW to slow (connect timeout ${CONNECT_TIMEOUT} s); export every 1000 ms"
+step "" "+ $GHOST to ghost, + $SLOW to slow (connect timeout ${CONNECT_TIMEOUT} s); export every 1000 ms ($PROTOCOL)"
 # Kept for the panels page: two more exports give every series the two
 # samples rate() needs.
 LINGER=()
@@ -117,7 +149,7 @@ LINGER=()
 t0=$(date +%s.%N)
 rc=0
 env LD_PRELOAD="$SO" \
-	OTEL_EXPORTER_OTLP_METRICS_ENDPOINT="$VM_OTLP_URL" \
+	"${EXPORT[@]}" \
 	OTEL_METRIC_EXPORT_INTERVAL=1000 \
 	OTEL_SERVICE_NAME=demo-client \
 	NEMOLENS_DESTINATIONS="policy=127.0.0.1:$P_POLICY,judge=127.0.0.1:$P_JUDGE,ghost=127.0.0.1:$P_GHOST,slow=127.0.0.1:$P_SLOW" \
