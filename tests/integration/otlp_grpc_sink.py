@@ -50,7 +50,7 @@ class GrpcSink(Received):
     of grpc-status-details-bin), delay (seconds before answering),
     rejected (partial success: rejected data points). Without a script: OK."""
 
-    def __init__(self, tls=None):
+    def __init__(self, tls=None, host="127.0.0.1"):
         self.requests = []        # decoded ExportMetricsServiceRequest that were answered OK
         self.calls = []           # (metadata dict, code, size of the decoded request) of every call
         self.script = []
@@ -85,11 +85,11 @@ class GrpcSink(Received):
             key, cert = tls
             with open(key, "rb") as k, open(cert, "rb") as c:
                 creds = grpc.ssl_server_credentials([(k.read(), c.read())])
-            self.port = self.server.add_secure_port("127.0.0.1:0", creds)
-            self.endpoint = f"https://127.0.0.1:{self.port}"
+            self.port = self.server.add_secure_port(f"{host}:0", creds)
+            self.endpoint = f"https://{host}:{self.port}"
         else:
-            self.port = self.server.add_insecure_port("127.0.0.1:0")
-            self.endpoint = f"http://127.0.0.1:{self.port}"
+            self.port = self.server.add_insecure_port(f"{host}:0")
+            self.endpoint = f"http://{host}:{self.port}"
         self.server.start()
 
     def close(self):
