@@ -52,7 +52,7 @@ class GrpcSink(Received):
 
     def __init__(self, tls=None, host="127.0.0.1"):
         self.requests = []        # decoded ExportMetricsServiceRequest that were answered OK
-        self.calls = []           # (metadata dict, code, size of the decoded request) of every call
+        self.calls = []           # (metadata, code, size of the decoded request, peer) of every call
         self.script = []
         self.arrivals = []
         self.lock = threading.Lock()
@@ -64,7 +64,7 @@ class GrpcSink(Received):
                     sink.arrivals.append(time.monotonic())
                     answer = sink.script.pop(0) if sink.script else {}
                     code = answer.get("code", grpc.StatusCode.OK)
-                    sink.calls.append((dict(context.invocation_metadata()), code, request.ByteSize()))
+                    sink.calls.append((dict(context.invocation_metadata()), code, request.ByteSize(), context.peer()))
                     if code == grpc.StatusCode.OK:
                         sink.requests.append(request)
                 if answer.get("delay"):

@@ -168,10 +168,10 @@ class GrpcExport(unittest.TestCase):
                 with self.subTest(launcher=launcher, case=name):
                     got = self.over_grpc(sink, launcher, **settings)
                     self.assertEqual(got, want)
-                    self.assertEqual({code for _, code, _ in sink.calls}, {grpc.StatusCode.OK})
+                    self.assertEqual({call[1] for call in sink.calls}, {grpc.StatusCode.OK})
                     # The HTTP/2 body is the gRPC message and its 5-byte
                     # prefix: the request itself, or gzip's version of it.
-                    framed = [(int(md["content-length"]) - 5, size) for md, _, size in sink.calls]
+                    framed = [(int(md["content-length"]) - 5, size) for md, _, size, _ in sink.calls]
                     if name == "gzip":
                         self.assertTrue(all(sent != size for sent, size in framed), framed)
                     else:
@@ -202,7 +202,7 @@ class GrpcExport(unittest.TestCase):
                 self.setUp()
                 self.plain.script = [{"code": grpc.StatusCode.UNAVAILABLE, "message": "busy"}] * 3
                 made = self.steady(self.plain, 1200, launcher=launcher)
-                codes = [code for _, code, _ in self.plain.calls]
+                codes = [call[1] for call in self.plain.calls]
                 self.assertEqual(codes[:3], [grpc.StatusCode.UNAVAILABLE] * 3)
                 self.assertIn(grpc.StatusCode.OK, codes)
                 self.assertEqual(self.delivered(self.plain), made)
@@ -237,6 +237,15 @@ class GrpcExport(unittest.TestCase):
         self.assertGreaterEqual(len(arrivals), 2, arrivals)
         self.assertGreater(arrivals[1] - arrivals[0], 0.3, arrivals)
         self.assertEqual(self.delivered(self.plain), made)
+
+    def test_one_connection_over_tls(self):
+        """A process's exports share one HTTP/2 connection: the receiver
+        sees every call from one client port."""
+        made = self.steady(self.tls, 1200, OTEL_EXPORTER_OTLP_CERTIFICATE=self.cert)
+        peers = [call[3] for call in self.tls.calls]
+        self.assertGreaterEqual(len(peers), 4, peers)
+        self.assertEqual(len(set(peers)), 1, peers)
+        self.assertEqual(self.delivered(self.tls), made)
 
     def test_a_receiver_that_never_answers_holds_no_fork(self):
         n = 8
