@@ -16,6 +16,11 @@
  * whatever the slot holds, then publishes it with nl_table_publish (or
  * nl_table_kill, giving it up). Busy, another thread is making a slot that
  * might be this key's; full, the key is not there and may not be added.
+ * nl_table_first is the usual answer alone, a key ready in the first slot
+ * it may be in, for a caller's hot path; the caller asks nl_table_claim
+ * from out of line when it answers NULL. A table of one probe whose hashes
+ * are the slots' own indexes (nl_table_by_index) is an array of cells, each
+ * made once, on first use, by the same protocol.
  *
  * Memory ordering. The claim is a compare-exchange of the state from EMPTY
  * to CLAIMED: of the threads that find a slot empty only one wins it, and
@@ -33,7 +38,10 @@
  * longer, since the maker may be the very code that the reader's signal
  * handler interrupted on the same thread, or a thread of a fork parent that
  * the child does not have; the caller records into its overflow instead.
- * A table made with no spins answers busy at once. */
+ * A table made with no spins answers busy at once. A caller may yield the
+ * processor and ask again, a bounded number of times, when a maker that is
+ * descheduled halfway is likelier than one it interrupted (the call sites
+ * do): the table itself never sleeps. */
 #ifndef NL_TABLE_H
 #define NL_TABLE_H
 
@@ -79,10 +87,17 @@ static inline struct nl_slot *nl_table_slot(const struct nl_table *t, unsigned i
 	return (struct nl_slot *)((char *)t->slots + (size_t)i * t->size);
 }
 
+/* Whether a state is READY(id), for some id. */
+static inline bool nl_slot_ready(uint32_t st)
+{
+	return st - NL_SLOT_READY(0) < NL_SLOT_DEAD - NL_SLOT_READY(0);
+}
+
 /* Looks up the key of hash h, same(slot, key) telling whether a ready slot
  * holds it; claims an empty slot for it when it is not there. *slot is the
  * slot found or claimed, *id the id of the one found. Inline, so that same
- * is inlined too. */
+ * is inlined too. A ready slot is tested first: it is what a key seen
+ * before meets, on the path every record takes. */
 static inline enum nl_table_answer nl_table_claim(const struct nl_table *t, uint32_t h,
 						  bool (*same)(const struct nl_slot *, const void *),
 						  const void *key, struct nl_slot **slot, uint32_t *id)
@@ -92,30 +107,59 @@ static inline enum nl_table_answer nl_table_claim(const struct nl_table *t, uint
 	for (unsigned probe = 0; probe < t->probes; probe++) {
 		struct nl_slot *e = nl_table_slot(t, (h + probe) & (t->n - 1));
 		uint32_t st = atomic_load_explicit(&e->state, memory_order_acquire);
-		if (st == NL_SLOT_EMPTY) {
-			if (t->count && atomic_load_explicit(t->count, memory_order_relaxed) >= t->limit)
-				return NL_TABLE_FULL;
-			if (atomic_compare_exchange_strong_explicit(&e->state, &st, NL_SLOT_CLAIMED,
-								    memory_order_acquire, memory_order_acquire)) {
-				*slot = e;
-				return NL_TABLE_CLAIMED;
+		if (__builtin_expect(!nl_slot_ready(st), 0)) {
+			if (st == NL_SLOT_EMPTY) {
+				if (t->count && atomic_load_explicit(t->count, memory_order_relaxed) >= t->limit)
+					return NL_TABLE_FULL;
+				if (atomic_compare_exchange_strong_explicit(&e->state, &st, NL_SLOT_CLAIMED,
+									    memory_order_acquire, memory_order_acquire)) {
+					*slot = e;
+					return NL_TABLE_CLAIMED;
+				}
+				/* Lost the slot: st is what is there now. */
 			}
-			/* Lost the slot: st is what is there now. */
+			/* Being made: it may be this very key. */
+			for (unsigned spin = 0; st == NL_SLOT_CLAIMED; spin++) {
+				if (spin == t->spins)
+					return NL_TABLE_BUSY;
+				nl_cpu_relax();
+				st = atomic_load_explicit(&e->state, memory_order_acquire);
+			}
+			if (st == NL_SLOT_DEAD)
+				continue;
 		}
-		/* Being made: it may be this very key. */
-		for (unsigned spin = 0; st == NL_SLOT_CLAIMED; spin++) {
-			if (spin == t->spins)
-				return NL_TABLE_BUSY;
-			nl_cpu_relax();
-			st = atomic_load_explicit(&e->state, memory_order_acquire);
-		}
-		if (st != NL_SLOT_DEAD && same(e, key)) {
+		if (same(e, key)) {
 			*slot = e;
-			*id = st - 2;
+			*id = st - NL_SLOT_READY(0);
 			return NL_TABLE_FOUND;
 		}
 	}
 	return NL_TABLE_FULL;
+}
+
+/* nl_table_claim's usual answer, for the path every record takes: the key
+ * ready in the first slot it may be in. NULL otherwise, and the caller then
+ * asks nl_table_claim, from a function of its own kept out of line, so that
+ * finding a key seen before costs a load and a compare, with no stack frame
+ * for the making of a new one. */
+static inline struct nl_slot *nl_table_first(const struct nl_table *t, uint32_t h,
+					     bool (*same)(const struct nl_slot *, const void *), const void *key,
+					     uint32_t *id)
+{
+	struct nl_slot *e = nl_table_slot(t, h & (t->n - 1));
+	uint32_t st = atomic_load_explicit(&e->state, memory_order_acquire);
+	*id = st - NL_SLOT_READY(0);
+	return nl_slot_ready(st) && same(e, key) ? e : NULL;
+}
+
+/* The same of a table whose keys are the slots' own indexes, passed as the
+ * hash, with one probe: each slot is a cell made once, on first use, and
+ * whatever slot the hash names holds that key. */
+static inline bool nl_table_by_index(const struct nl_slot *e, const void *key)
+{
+	(void)e;
+	(void)key;
+	return true;
 }
 
 /* Makes a claimed slot ready with id, after everything it holds is written. */
