@@ -369,17 +369,21 @@ int nl_http_server_name(const char *host, size_t n)
 
 /* ---- series by attribute combination ---------------------------------------- */
 
-/* A combination packed in 64 bits (never 0): side, method, status, version,
- * error kind, route or host, port, destination. */
+/* A combination packed in 64 bits: side, method, status, version, error
+ * kind, route or host, port, destination. Its cell holds every series it
+ * records into, made before the cell is published (table.h). */
 #define CELLS 4096
 enum { S_DURATION, S_REQUEST_BODY, S_RESPONSE_BODY, S_DURATION_OLD, N_CELL_SERIES };
-/* A cell is ready once its duration series is there (made last, released):
- * every other series it records into is there by then. */
 struct cell {
-	_Atomic uint64_t key;
-	_Atomic(struct nl_series *) s[N_CELL_SERIES];
+	struct nl_slot head;
+	uint64_t key;
+	struct nl_series *s[N_CELL_SERIES];
 };
 static struct cell cells[CELLS];
+/* No wait for a cell being made: the maker may be what a signal handler
+ * interrupted. */
+#define CELL_TABLE { cells, sizeof cells[0], CELLS, 64, 0, NULL, 0 }
+_Static_assert(!(CELLS & (CELLS - 1)), "table.h: slots a power of two");
 /* What a sample records into when its combination has no cell (the table
  * full, or the cell still being made): the overflow series, by side. */
 static struct cell overflow_cell[2];
@@ -476,70 +480,62 @@ static size_t client_attrs(const struct nl_http_exchange *x, struct nl_attr *a)
 static __attribute__((noinline)) void make_series(struct cell *c, bool client, const struct nl_http_exchange *x)
 {
 	struct nl_attr a[NL_MAX_ATTRS];
-	struct nl_series *duration;
 	if (client) {
 		size_t n = client_attrs(x, a);
-		duration = nl_series_add_static(i_client, a, n);
+		c->s[S_DURATION] = nl_series_add_static(i_client, a, n);
 	} else if (x->route == NL_ROUTE_OVERFLOW) {
 		/* Past the route cap everything shares the overflow series. */
-		for (int i = 0; i < N_CELL_SERIES; i++)
-			atomic_store_explicit(&c->s[i], atomic_load_explicit(&overflow_cell[0].s[i], memory_order_relaxed),
-					      memory_order_relaxed);
-		duration = nl_instrument_overflow(i_server);
+		memcpy(c->s, overflow_cell[0].s, sizeof c->s);
 	} else {
 		size_t n = server_attrs(x, a);
-		duration = nl_series_add_static(i_server, a, n);
-		atomic_store_explicit(&c->s[S_REQUEST_BODY], nl_series_add_static(i_req_body, a, n), memory_order_relaxed);
-		atomic_store_explicit(&c->s[S_RESPONSE_BODY], nl_series_add_static(i_resp_body, a, n),
-				      memory_order_relaxed);
+		c->s[S_DURATION] = nl_series_add_static(i_server, a, n);
+		c->s[S_REQUEST_BODY] = nl_series_add_static(i_req_body, a, n);
+		c->s[S_RESPONSE_BODY] = nl_series_add_static(i_resp_body, a, n);
 		if (semconv_dup) {
 			n = server_attrs_old(x, a);
-			atomic_store_explicit(&c->s[S_DURATION_OLD], nl_series_add_static(i_server_old, a, n),
-					      memory_order_relaxed);
+			c->s[S_DURATION_OLD] = nl_series_add_static(i_server_old, a, n);
 		}
 	}
-	atomic_store_explicit(&c->s[S_DURATION], duration, memory_order_release);
+	nl_table_publish(&c->head, 0);
+}
+
+static bool same_key(const struct nl_slot *e, const void *key)
+{
+	return ((const struct cell *)e)->key == *(const uint64_t *)key;
 }
 
 /* The cell of a combination, made on first use; the side's overflow cell
- * when the table is full or another thread is still making it. The probes
- * past the first: out of line, as the first finds a combination seen
- * before. */
-static __attribute__((noinline)) struct cell *cell_probe(uint64_t key, uint64_t h, bool client,
+ * when the table is full or another thread is still making a cell where
+ * this one may be. Out of line: a combination seen before is found by
+ * nl_table_first. */
+static __attribute__((noinline)) struct cell *cell_claim(uint64_t key, uint32_t h, bool client,
 							 const struct nl_http_exchange *x)
 {
-	for (unsigned probe = 0; probe < 64; probe++) {
-		struct cell *c = &cells[(h + probe) & (CELLS - 1)];
-		uint64_t k = atomic_load_explicit(&c->key, memory_order_acquire);
-		if (k == 0) {
-			uint64_t expected = 0;
-			if (atomic_compare_exchange_strong(&c->key, &expected, key)) {
-				make_series(c, client, x);
-				return c;
-			}
-			k = expected;
-		}
-		if (k == key)
-			return atomic_load_explicit(&c->s[S_DURATION], memory_order_acquire) ? c : &overflow_cell[client];
+	const struct nl_table t = CELL_TABLE;
+	struct nl_slot *e;
+	uint32_t id;
+	switch (nl_table_claim(&t, h, same_key, &key, &e, &id)) {
+	case NL_TABLE_FOUND:
+		return (struct cell *)e;
+	case NL_TABLE_CLAIMED:
+		((struct cell *)e)->key = key;
+		make_series((struct cell *)e, client, x);
+		return (struct cell *)e;
+	default:
+		return &overflow_cell[client];
 	}
-	return &overflow_cell[client];
 }
 
 static inline __attribute__((always_inline)) struct cell *cell_for(bool client, const struct nl_http_exchange *x)
 {
+	const struct nl_table t = CELL_TABLE;
 	uint64_t key = pack(client, x);
-	uint64_t h = (key * 0x9E3779B97F4A7C15ull) >> 52;
-	struct cell *c = &cells[h];
-	if (atomic_load_explicit(&c->key, memory_order_acquire) == key &&
-	    atomic_load_explicit(&c->s[S_DURATION], memory_order_acquire))
-		return c;
-	return cell_probe(key, h, client, x);
+	uint32_t h = (uint32_t)((key * 0x9E3779B97F4A7C15ull) >> 52), id;
+	struct nl_slot *e = nl_table_first(&t, h, same_key, &key, &id);
+	return e ? (struct cell *)e : cell_claim(key, h, client, x);
 }
 
-static inline struct nl_series *series_of(struct cell *c, int which)
-{
-	return atomic_load_explicit(&c->s[which], memory_order_relaxed);
-}
+static inline struct nl_series *series_of(const struct cell *c, int which) { return c->s[which]; }
 
 /* ---- recording ------------------------------------------------------------- */
 
