@@ -83,12 +83,18 @@ unsigned nl_grpc_status_of_http(unsigned s)
 
 /* ---- series ---------------------------------------------------------------- */
 
+/* A call's attributes packed in 64 bits, and their series (table.h). No
+ * wait for a cell being made: the maker may be what a signal handler
+ * interrupted; the sample goes to the overflow series. */
 #define CELLS 1024
 struct cell {
-	_Atomic uint64_t key;
-	_Atomic(struct nl_series *) s;
+	struct nl_slot head;
+	uint64_t key;
+	struct nl_series *s;
 };
 static struct cell cells[CELLS];
+#define CELL_TABLE { cells, sizeof cells[0], CELLS, 64, 0, NULL, 0 }
+_Static_assert(!(CELLS & (CELLS - 1)), "table.h: slots a power of two");
 static struct nl_instrument *i_server, *i_client;
 
 static uint64_t pack(const struct nl_rpc_call *c)
@@ -114,28 +120,40 @@ static __attribute__((noinline)) struct nl_series *make_series(struct nl_instrum
 	return nl_series_add_static(inst, a, n);
 }
 
+static bool same_key(const struct nl_slot *e, const void *key)
+{
+	return ((const struct cell *)e)->key == *(const uint64_t *)key;
+}
+
+/* The series of a combination not in its first slot, or not made yet. */
+static __attribute__((noinline)) struct nl_series *series_claim(struct nl_instrument *inst, uint64_t key, uint32_t h,
+								 const struct nl_rpc_call *c)
+{
+	const struct nl_table t = CELL_TABLE;
+	struct nl_slot *e;
+	uint32_t id;
+	switch (nl_table_claim(&t, h, same_key, &key, &e, &id)) {
+	case NL_TABLE_FOUND:
+		return ((struct cell *)e)->s;
+	case NL_TABLE_CLAIMED: {
+		struct cell *x = (struct cell *)e;
+		x->key = key;
+		x->s = make_series(inst, c);
+		nl_table_publish(e, 0);
+		return x->s;
+	}
+	default:
+		return nl_instrument_overflow(inst);
+	}
+}
+
 static struct nl_series *series_for(struct nl_instrument *inst, const struct nl_rpc_call *c)
 {
+	const struct nl_table t = CELL_TABLE;
 	uint64_t key = pack(c);
-	uint64_t h = (key * 0x9E3779B97F4A7C15ull) >> 54;
-	for (unsigned probe = 0; probe < 64; probe++) {
-		struct cell *e = &cells[(h + probe) % CELLS];
-		uint64_t k = atomic_load_explicit(&e->key, memory_order_acquire);
-		if (k == 0) {
-			uint64_t expected = 0;
-			if (atomic_compare_exchange_strong(&e->key, &expected, key)) {
-				struct nl_series *s = make_series(inst, c);
-				atomic_store_explicit(&e->s, s, memory_order_release);
-				return s;
-			}
-			k = expected;
-		}
-		if (k == key) {
-			struct nl_series *s = atomic_load_explicit(&e->s, memory_order_acquire);
-			return s ? s : nl_instrument_overflow(inst);
-		}
-	}
-	return nl_instrument_overflow(inst);
+	uint32_t h = (uint32_t)((key * 0x9E3779B97F4A7C15ull) >> 54), id;
+	struct nl_slot *e = nl_table_first(&t, h, same_key, &key, &id);
+	return e ? ((struct cell *)e)->s : series_claim(inst, key, h, c);
 }
 
 void nl_rpc_done(const struct nl_rpc_call *c)
