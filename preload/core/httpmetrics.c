@@ -252,24 +252,17 @@ int nl_http_route(const char *target, size_t n, bool truncated)
 
 /* ---- hosts (client side: server.address) ------------------------------------ */
 
+/* Host names, lowercased (host names are case-insensitive), interned up to
+ * HOSTS of them (table.h), never freed. */
 #define HOSTS 256
-#define HOST_MAX 64
-struct host {
-	_Atomic uint32_t state;         /* 0 free, 1 being written, 2 ready */
-	uint32_t len;
-	char name[HOST_MAX];
-};
-static struct host hosts[HOSTS];
+#define HOST_SLOTS 512          /* twice the cap: probes stay short */
+#define HOST_MAX 63
+static NL_INTERN_SLOT(HOST_MAX) host_slots[HOST_SLOTS];
+_Static_assert(!(HOST_SLOTS & (HOST_SLOTS - 1)), "table.h: slots a power of two");
+static const char *host_text[HOSTS];
+static _Atomic unsigned n_hosts;
 
-static uint32_t hash_bytes(const char *s, size_t n)
-{
-	uint32_t h = 2166136261u;
-	for (size_t i = 0; i < n; i++)
-		h = (h ^ (unsigned char)s[i]) * 16777619u;
-	return h;
-}
-
-const char *nl_http_host_name(int id) { return hosts[id].name; }
+const char *nl_http_host_name(int id) { return host_text[id]; }
 
 int nl_http_host(const char *host, size_t n, unsigned *port)
 {
@@ -293,30 +286,17 @@ int nl_http_host(const char *host, size_t n, unsigned *port)
 			p = p * 10 + (unsigned)(*c - '0');
 		*port = p <= 65535 ? p : 0;
 	}
-	if (name_end == 0 || name_end >= HOST_MAX)
+	if (name_end == 0 || name_end > HOST_MAX)
 		return -1;
-	uint32_t h = hash_bytes(host, name_end);
-	for (unsigned probe = 0; probe < HOSTS; probe++) {
-		struct host *e = &hosts[(h + probe) % HOSTS];
-		uint32_t st = atomic_load_explicit(&e->state, memory_order_acquire);
-		if (st == 0) {
-			uint32_t expected = 0;
-			if (atomic_compare_exchange_strong(&e->state, &expected, 1)) {
-				for (size_t i = 0; i < name_end; i++)   /* host names are case-insensitive */
-					e->name[i] = (char)(host[i] >= 'A' && host[i] <= 'Z' ? host[i] + 32 : host[i]);
-				e->name[name_end] = 0;
-				e->len = (uint32_t)name_end;
-				atomic_store_explicit(&e->state, 2, memory_order_release);
-				return (int)(e - hosts);
-			}
-			st = expected;
-		}
-		if (st == 2 && e->len == name_end && strncasecmp(e->name, host, name_end) == 0)
-			return (int)(e - hosts);
-		/* st == 1: another thread is writing this slot; it may be the same
-		 * name, which then gets a second slot: harmless, same attribute. */
-	}
-	return -1;
+	char name[HOST_MAX];
+	for (size_t i = 0; i < name_end; i++)
+		name[i] = (char)(host[i] >= 'A' && host[i] <= 'Z' ? host[i] + 32 : host[i]);
+	/* Made here, not a static: no relocation for the loader to write. */
+	const struct nl_intern t = { { host_slots, sizeof host_slots[0], HOST_SLOTS, HOST_SLOTS, NL_TABLE_SPINS, &n_hosts,
+				       HOSTS },
+				     HOST_MAX, host_text };
+	int id = nl_intern(&t, name, name_end);
+	return id == NL_INTERN_OVERFLOW ? -1 : id;
 }
 
 /* ---- server names (server side: http.server_name) ---------------------------- */
@@ -461,7 +441,7 @@ static size_t client_attrs(const struct nl_http_exchange *x, struct nl_attr *a)
 	size_t n = 0;
 	a[n++] = NL_ATTR_S("http.request.method", methods[x->method]);
 	if (x->host >= 0)
-		a[n++] = NL_ATTR_S("server.address", hosts[x->host].name);
+		a[n++] = NL_ATTR_S("server.address", host_text[x->host]);
 	if (x->port)
 		a[n++] = NL_ATTR_I("server.port", x->port);
 	if (x->status)

@@ -156,7 +156,7 @@ static __attribute__((noinline)) void drop_open(struct nl_httpconn *c)
  * the port, which SNI alone lacks). */
 /* Host values are known again by their key (bytekey.h): a keep-alive
  * connection sends the same Host with every request, and finding its id
- * again (a hash, a case-insensitive compare, the destination rules by name)
+ * again (the name lowercased, a hash, a compare, the destination rules by name)
  * costs several times the key. */
 __attribute__((noinline)) void nl_follow_request_host(struct nl_httpconn *c, const char *host, size_t n)
 {
