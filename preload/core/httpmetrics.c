@@ -17,7 +17,6 @@
 #include "loadpath.h"
 #include "log.h"
 #include "registry.h"
-#include "relax.h"
 #include "route.h"
 #include "state.h"
 #include "table.h"
@@ -304,7 +303,6 @@ int nl_http_host(const char *host, size_t n, unsigned *port)
 /* The Host values requests arrived with, as sent (host and port, case kept),
  * interned up to name_limit of them (table.h), never freed. */
 #define NAME_SLOTS 512          /* >= 2 * NL_HTTP_SERVER_NAMES_MAX */
-#define NAME_SPINS 1024         /* make_active_series's wait for another thread */
 static NL_INTERN_SLOT(NL_H1_HOST_MAX) name_slots[NAME_SLOTS];
 _Static_assert(!(NAME_SLOTS & (NAME_SLOTS - 1)), "table.h: slots a power of two");
 static const char *name_text[NL_HTTP_SERVER_NAMES_MAX];
@@ -370,11 +368,20 @@ static struct cell overflow_cell[2];
 
 static struct nl_instrument *i_server, *i_active, *i_req_body, *i_resp_body, *i_client, *i_server_old;
 static struct nl_instrument *i_rollout, *i_verify, *i_success;
-/* By TLS, method and server name id, the last index for none: made on
- * first use (not at load, which every process pays, recording or not),
- * 0 none yet, 1 being made. */
+/* Active requests' series by TLS, method and server name id, the last
+ * index for none, at their index in a table (table.h): made on first use,
+ * not at load, which every process pays, recording or not. */
 #define ACTIVE_NO_NAME NL_HTTP_SERVER_NAMES_MAX
-static _Atomic uintptr_t s_active[2][NL_HTTP_METHODS_MAX + 1][NL_HTTP_SERVER_NAMES_MAX + 1];
+#define ACTIVE_INDEX(tls, method, name) \
+	(((unsigned)(tls) * (NL_HTTP_METHODS_MAX + 1) + (method)) * (NL_HTTP_SERVER_NAMES_MAX + 1) + (unsigned)(name))
+#define ACTIVE_SLOTS 8192       /* a power of two of at least ACTIVE_INDEX(1, NL_HTTP_METHODS_MAX, ACTIVE_NO_NAME) + 1 */
+_Static_assert(ACTIVE_INDEX(1, NL_HTTP_METHODS_MAX, ACTIVE_NO_NAME) < ACTIVE_SLOTS, "an active series' index");
+struct active {
+	struct nl_slot head;
+	struct nl_series *s;
+};
+static struct active s_active[ACTIVE_SLOTS];
+#define ACTIVE_TABLE { s_active, sizeof s_active[0], ACTIVE_SLOTS, 1, NL_TABLE_SPINS, NULL, 0 }
 static struct nl_series *s_rollout, *s_verify, *s_success;
 static _Atomic uint64_t verify_all, verify_completed;
 /* "000" to "999", made by the compiler: read-only pages of the file, which
@@ -538,27 +545,29 @@ static size_t active_attrs(unsigned m, bool tls, const char *name, struct nl_att
 
 /* Makes the series of an active request with server name id name
  * (ACTIVE_NO_NAME: none) on its first use; NULL when another thread is
- * still making it (the request is then not counted, neither way). */
+ * still making it after the table's wait (the request is then not counted,
+ * neither way). */
 static __attribute__((noinline)) struct nl_series *make_active_series(unsigned method, bool tls, int name)
 {
 	if (!i_active)
 		return NULL;
-	_Atomic uintptr_t *slot = &s_active[tls][method][name];
-	uintptr_t v = 0;
-	if (atomic_compare_exchange_strong(slot, &v, 1)) {
+	const struct nl_table t = ACTIVE_TABLE;
+	struct nl_slot *e;
+	uint32_t id;
+	switch (nl_table_claim(&t, ACTIVE_INDEX(tls, method, name), nl_table_by_index, NULL, &e, &id)) {
+	case NL_TABLE_FOUND:
+		return ((struct active *)e)->s;
+	case NL_TABLE_CLAIMED: {
 		struct nl_attr a[NL_MAX_ATTRS];
 		size_t n = active_attrs(method, tls, name == ACTIVE_NO_NAME ? NULL : name_text[name], a);
-		struct nl_series *s = nl_series_add_static(i_active, a, n);
-		atomic_store_explicit(slot, (uintptr_t)s, memory_order_release);
-		return s;
+		struct active *x = (struct active *)e;
+		x->s = nl_series_add_static(i_active, a, n);
+		nl_table_publish(e, 0);
+		return x->s;
 	}
-	for (int spin = 0; spin < NAME_SPINS; spin++) {
-		v = atomic_load_explicit(slot, memory_order_acquire);
-		if (v > 1)
-			return (struct nl_series *)v;
-		nl_cpu_relax();
+	default:
+		return NULL;
 	}
-	return NULL;
 }
 
 /* The series an active request counts in (NULL: see make_active_series). */
@@ -569,8 +578,10 @@ static inline __attribute__((always_inline)) struct nl_series *active_series(uns
 	if (name < 0)
 		name = ACTIVE_NO_NAME;
 	/* (a name only when gym_attrs: see nl_http_server_name) */
-	uintptr_t v = atomic_load_explicit(&s_active[tls][method][name], memory_order_acquire);
-	return v > 1 ? (struct nl_series *)v : make_active_series(method, tls, name);
+	const struct nl_table t = ACTIVE_TABLE;
+	uint32_t id;
+	struct nl_slot *e = nl_table_first(&t, ACTIVE_INDEX(tls, method, name), nl_table_by_index, NULL, &id);
+	return e ? ((struct active *)e)->s : make_active_series(method, tls, name);
 }
 
 static inline __attribute__((always_inline)) bool count_started(unsigned method, bool tls, int name)
