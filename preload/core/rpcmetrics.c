@@ -1,7 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 #include "rpcmetrics.h"
 
-#include <stdatomic.h>
 #include <string.h>
 
 #include "httpmetrics.h"
@@ -166,10 +165,16 @@ void nl_rpc_done(const struct nl_rpc_call *c)
 
 /* ---- HTTP/2 connections given up -------------------------------------------- */
 
-/* Made on first use (0 none yet, 1 being made): a process that never gives
- * one up exports nothing of it. */
+/* By reason, made on first use, at its index in a table (table.h): a
+ * process that never gives one up exports nothing of it. */
 static struct nl_instrument *i_given_up;
-static _Atomic uintptr_t given_up[NL_H2_GIVEN_UP_N];
+struct given_up {
+	struct nl_slot head;
+	struct nl_series *s;
+};
+#define GIVEN_UP_SLOTS 4        /* a power of two of at least NL_H2_GIVEN_UP_N */
+_Static_assert(NL_H2_GIVEN_UP_N <= GIVEN_UP_SLOTS, "a reason's index");
+static struct given_up given_up[GIVEN_UP_SLOTS];
 static const char *const reasons[NL_H2_GIVEN_UP_N] = { "pool", "table_cap", "streams" };
 
 void nl_http2_given_up(unsigned reason)
@@ -177,14 +182,22 @@ void nl_http2_given_up(unsigned reason)
 	nl_runtime_kick();
 	if (!i_given_up || reason >= NL_H2_GIVEN_UP_N)
 		return;
-	uintptr_t v = 0;
-	if (atomic_compare_exchange_strong(&given_up[reason], &v, 1)) {
+	const struct nl_table t = { given_up, sizeof given_up[0], GIVEN_UP_SLOTS, 1, 0, NULL, 0 };
+	struct nl_slot *e;
+	uint32_t id;
+	switch (nl_table_claim(&t, reason, nl_table_by_index, NULL, &e, &id)) {
+	case NL_TABLE_FOUND:
+		break;
+	case NL_TABLE_CLAIMED: {
 		struct nl_attr a[1] = { NL_ATTR_S("reason", reasons[reason]) };
-		v = (uintptr_t)nl_series_add_static(i_given_up, a, 1);
-		atomic_store_explicit(&given_up[reason], v, memory_order_release);
+		((struct given_up *)e)->s = nl_series_add_static(i_given_up, a, 1);
+		nl_table_publish(e, 0);
+		break;
 	}
-	if (v > 1)
-		nl_counter_add((struct nl_series *)v, 1);
+	default:
+		return;         /* another thread is making it: this one is not counted */
+	}
+	nl_counter_add(((struct given_up *)e)->s, 1);
 }
 
 void nl_rpcmetrics_register(void)
