@@ -19,6 +19,7 @@
 #include "loadpath.h"
 #include "registry.h"
 #include "state.h"
+#include "table.h"
 #include "unwind.h"
 
 #define ATTR_DEST "nemo.gym.http.destination.server.name"
@@ -53,10 +54,20 @@ static struct site sites[SITES_MAX];
 static _Atomic int n_sites;
 /* Taken to add a site, on the slow path only: a site is named once. */
 static atomic_flag adding = ATOMIC_FLAG_INIT;
-/* Each (site, destination)'s series, made by the first count; MAKING
- * while a thread makes it. */
-static struct nl_series *_Atomic series[SITES_MAX][NL_DEST_SLOTS];
-#define MAKING ((struct nl_series *)1)
+/* Each (site, destination)'s series, made by the first count (table.h),
+ * by site * NL_DEST_SLOTS + destination: a number that is its own hash, as
+ * sites and destinations are numbered from 0 up. Room for four times the
+ * series the registry makes for an instrument by default; a pair past it
+ * counts in the overflow series, as a series past the registry's limit. */
+#define SERIES_SLOTS 8192
+struct site_series {
+	struct nl_slot head;
+	uint32_t key;
+	struct nl_series *s;
+};
+static struct site_series series[SERIES_SLOTS];
+#define SERIES_TABLE { series, sizeof series[0], SERIES_SLOTS, 64, 0, NULL, 0 }
+_Static_assert(!(SERIES_SLOTS & (SERIES_SLOTS - 1)), "table.h: slots a power of two");
 /* Return address << 16 | what it is (PLUMBING, or site + FIRST_SITE). */
 static _Atomic uint64_t ips[IP_SLOTS];
 enum { PLUMBING = 1, OVER = 2, FIRST_SITE = 3 };
@@ -99,11 +110,8 @@ static void atfork_child(void)
 {
 	self_pid = getpid();
 	atomic_flag_clear(&adding);
-	int n = atomic_load(&n_sites);
-	for (int i = 0; i < n && i < SITES_MAX; i++)
-		for (int d = 0; d < NL_DEST_SLOTS; d++)
-			if (atomic_load_explicit(&series[i][d], memory_order_relaxed) == MAKING)
-				atomic_store_explicit(&series[i][d], NULL, memory_order_relaxed);
+	const struct nl_table t = SERIES_TABLE;
+	nl_table_forget(&t);
 }
 
 void nl_callsite_register(void)
@@ -136,48 +144,66 @@ void nl_callsite_register(void)
 
 /* ---- the series ------------------------------------------------------------ */
 
-static struct nl_series *series_of(int site, int dest)
+static bool same_key(const struct nl_slot *e, const void *key)
 {
-	if (site < 0 || dest < 0 || dest >= NL_DEST_SLOTS)
-		return nl_instrument_overflow(inst);
-	struct nl_series *_Atomic *slot = &series[site][dest];
-	struct nl_series *s = atomic_load_explicit(slot, memory_order_acquire);
-	if (s && s != MAKING)
-		return s;
-	if (!s && atomic_compare_exchange_strong(slot, &s, MAKING)) {
-		const struct site *x = &sites[site];
-		struct nl_attr a[5];
-		size_t n = 0;
-		a[n++] = NL_ATTR_S(ATTR_DEST, nl_dest_name(dest));
-		a[n++] = NL_ATTR_S("code.function.name", x->function);
-		if (x->file[0])
-			a[n++] = NL_ATTR_S("code.file.path", x->file);
-		if (x->line > 0)
-			a[n++] = NL_ATTR_I("code.line.number", x->line);
-		if (x->object[0])
-			a[n++] = NL_ATTR_S("nemolens.code.object", x->object);
-		s = nl_series_add_static(inst, a, n);
-		atomic_store_explicit(slot, s, memory_order_release);
-		return s;
-	}
-	/* Another thread makes it: a few hundred instructions, lock-free. The
-	 * wait is bounded, since that thread may be the one this thread's
-	 * signal handler interrupted; past it, the overflow series. */
+	return ((const struct site_series *)e)->key == *(const uint32_t *)key;
+}
+
+/* The series of a pair not found in its first slot: made, or waited for.
+ * Another thread making it takes a few hundred instructions, lock-free,
+ * but may be descheduled meanwhile: the table answers busy at once, and
+ * this thread yields and asks again. The wait is bounded, since that
+ * thread may be the one this thread's signal handler interrupted; past
+ * it, the overflow series. */
+static __attribute__((noinline)) struct nl_series *series_claim(int site, int dest, uint32_t key)
+{
+	const struct nl_table t = SERIES_TABLE;
 	for (int i = 0; i < 1000; i++) {
-		s = atomic_load_explicit(slot, memory_order_acquire);
-		if (s != MAKING)
-			return s;
-		sched_yield();
+		struct nl_slot *e;
+		uint32_t id;
+		switch (nl_table_claim(&t, key, same_key, &key, &e, &id)) {
+		case NL_TABLE_FOUND:
+			return ((struct site_series *)e)->s;
+		case NL_TABLE_CLAIMED: {
+			const struct site *x = &sites[site];
+			struct nl_attr a[5];
+			size_t n = 0;
+			a[n++] = NL_ATTR_S(ATTR_DEST, nl_dest_name(dest));
+			a[n++] = NL_ATTR_S("code.function.name", x->function);
+			if (x->file[0])
+				a[n++] = NL_ATTR_S("code.file.path", x->file);
+			if (x->line > 0)
+				a[n++] = NL_ATTR_I("code.line.number", x->line);
+			if (x->object[0])
+				a[n++] = NL_ATTR_S("nemolens.code.object", x->object);
+			struct site_series *c = (struct site_series *)e;
+			c->key = key;
+			c->s = nl_series_add_static(inst, a, n);
+			nl_table_publish(e, 0);
+			return c->s;
+		}
+		case NL_TABLE_BUSY:
+			sched_yield();
+			break;
+		default:
+			return nl_instrument_overflow(inst);
+		}
 	}
 	return nl_instrument_overflow(inst);
 }
 
-static void count(int site, int dest)
+static struct nl_series *series_of(int site, int dest)
 {
-	struct nl_series *s = series_of(site, dest);
-	if (s)
-		nl_counter_add(s, 1);
+	if (site < 0 || dest < 0 || dest >= NL_DEST_SLOTS)
+		return nl_instrument_overflow(inst);
+	const struct nl_table t = SERIES_TABLE;
+	uint32_t key = (uint32_t)site * NL_DEST_SLOTS + (uint32_t)dest, id;
+	struct nl_slot *e = nl_table_first(&t, key, same_key, &key, &id);
+	return e ? ((struct site_series *)e)->s : series_claim(site, dest, key);
 }
+
+/* A series is never NULL: made, or the overflow series. */
+static void count(int site, int dest) { nl_counter_add(series_of(site, dest), 1); }
 
 /* ---- the sites ------------------------------------------------------------- */
 
