@@ -7,7 +7,8 @@
 #   2. clang build: must compile warning-free (-Werror), and a few programs
 #      run under its .so;
 #   3. ASan+UBSan and TSan builds of the .so: the integration tests again
-#      (other projects' suites excepted, for time);
+#      (other projects' suites excepted, for time), and the threaded tests
+#      of the lock-free pieces under TSan;
 #   4. libFuzzer targets for every parser, each for a bounded time.
 # Exits non-zero if any step fails; every runner's summary is printed.
 set -uo pipefail
@@ -76,7 +77,7 @@ if built "asan build"; then
 	run "unit and integration tests (ASan+UBSan build)" ctest --test-dir build-asan --output-on-failure -L "unit|integration" -LE "real|no-sanitizer"
 fi
 if built "tsan build"; then
-	run "integration tests (TSan build)" ctest --test-dir build-tsan --output-on-failure -L integration -LE "real|no-tsan|no-sanitizer"
+	run "integration and race tests (TSan build)" ctest --test-dir build-tsan --output-on-failure -L "integration|race" -LE "real|no-tsan|no-sanitizer"
 fi
 if built "fuzz build"; then
 	run "fuzz targets" ctest --test-dir build-fuzz --output-on-failure -L fuzz
