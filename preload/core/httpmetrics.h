@@ -7,8 +7,8 @@
  * the instruments are made ahead of time, by nl_httpmetrics_register at the
  * process's first record (the route table by its first request); series for
  * new (route, method, status, ...) combinations come from the registry's
- * reserved room, found again through a fixed open-addressing table keyed by
- * the combination.
+ * reserved room, found again through the insert-only table (table.h) keyed
+ * by the combination.
  */
 #ifndef NL_HTTPMETRICS_H
 #define NL_HTTPMETRICS_H
