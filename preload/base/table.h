@@ -16,6 +16,8 @@
  * whatever the slot holds, then publishes it with nl_table_publish (or
  * nl_table_kill, giving it up). Busy, another thread is making a slot that
  * might be this key's; full, the key is not there and may not be added.
+ * nl_table_get does all of that for a cache, whose slots are made once
+ * and never given up, with the making passed as a function.
  * nl_table_first is the usual answer alone, a key ready in the first slot
  * it may be in, for a caller's hot path; the caller asks nl_table_claim
  * from out of line when it answers NULL. A table of one probe whose hashes
@@ -65,6 +67,11 @@
 struct nl_slot {
 	_Atomic uint32_t state;
 };
+
+/* The slots of a table: a static array of n of type, n a power of two. */
+#define NL_TABLE_SLOTS(type, name, n) \
+	static type name[n];          \
+	_Static_assert(!((n) & ((n) - 1)), "table.h: slots a power of two")
 
 /* A table over the caller's slots. Made where it is used (a constant of a
  * function, or filled in at the first record), never as an initialised
@@ -166,6 +173,24 @@ static inline bool nl_table_by_index(const struct nl_slot *e, const void *key)
 static inline void nl_table_publish(struct nl_slot *e, uint32_t id)
 {
 	atomic_store_explicit(&e->state, NL_SLOT_READY(id), memory_order_release);
+}
+
+/* A cache's look-up, for tables whose slots are made once and never given
+ * up: the slot of key, found, or claimed, written whole by make(slot, arg),
+ * its key included, and published with id 0. Found either way, with *slot
+ * ready; busy and full as nl_table_claim answers them. */
+static inline enum nl_table_answer nl_table_get(const struct nl_table *t, uint32_t h,
+					       bool (*same)(const struct nl_slot *, const void *), const void *key,
+					       void (*make)(struct nl_slot *, const void *), const void *arg,
+					       struct nl_slot **slot)
+{
+	uint32_t id;
+	enum nl_table_answer a = nl_table_claim(t, h, same, key, slot, &id);
+	if (a != NL_TABLE_CLAIMED)
+		return a;
+	make(*slot, arg);
+	nl_table_publish(*slot, 0);
+	return NL_TABLE_FOUND;
 }
 
 /* Gives a claimed slot up for good. */

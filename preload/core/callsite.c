@@ -65,9 +65,8 @@ struct site_series {
 	uint32_t key;
 	struct nl_series *s;
 };
-static struct site_series series[SERIES_SLOTS];
+NL_TABLE_SLOTS(struct site_series, series, SERIES_SLOTS);
 #define SERIES_TABLE { series, sizeof series[0], SERIES_SLOTS, 64, 0, NULL, 0 }
-_Static_assert(!(SERIES_SLOTS & (SERIES_SLOTS - 1)), "table.h: slots a power of two");
 /* Return address << 16 | what it is (PLUMBING, or site + FIRST_SITE). */
 static _Atomic uint64_t ips[IP_SLOTS];
 enum { PLUMBING = 1, OVER = 2, FIRST_SITE = 3 };
@@ -149,45 +148,41 @@ static bool same_key(const struct nl_slot *e, const void *key)
 	return ((const struct site_series *)e)->key == *(const uint32_t *)key;
 }
 
+static void make_series(struct nl_slot *e, const void *arg)
+{
+	uint32_t key = *(const uint32_t *)arg;
+	const struct site *x = &sites[key / NL_DEST_SLOTS];
+	struct nl_attr a[5];
+	size_t n = 0;
+	a[n++] = NL_ATTR_S(ATTR_DEST, nl_dest_name((int)(key % NL_DEST_SLOTS)));
+	a[n++] = NL_ATTR_S("code.function.name", x->function);
+	if (x->file[0])
+		a[n++] = NL_ATTR_S("code.file.path", x->file);
+	if (x->line > 0)
+		a[n++] = NL_ATTR_I("code.line.number", x->line);
+	if (x->object[0])
+		a[n++] = NL_ATTR_S("nemolens.code.object", x->object);
+	((struct site_series *)e)->key = key;
+	((struct site_series *)e)->s = nl_series_add_static(inst, a, n);
+}
+
 /* The series of a pair not found in its first slot: made, or waited for.
  * Another thread making it takes a few hundred instructions, lock-free,
  * but may be descheduled meanwhile: the table answers busy at once, and
  * this thread yields and asks again. The wait is bounded, since that
  * thread may be the one this thread's signal handler interrupted; past
  * it, the overflow series. */
-static __attribute__((noinline)) struct nl_series *series_claim(int site, int dest, uint32_t key)
+static __attribute__((noinline)) struct nl_series *series_claim(uint32_t key)
 {
 	const struct nl_table t = SERIES_TABLE;
 	for (int i = 0; i < 1000; i++) {
 		struct nl_slot *e;
-		uint32_t id;
-		switch (nl_table_claim(&t, key, same_key, &key, &e, &id)) {
-		case NL_TABLE_FOUND:
+		enum nl_table_answer a = nl_table_get(&t, key, same_key, &key, make_series, &key, &e);
+		if (a == NL_TABLE_FOUND)
 			return ((struct site_series *)e)->s;
-		case NL_TABLE_CLAIMED: {
-			const struct site *x = &sites[site];
-			struct nl_attr a[5];
-			size_t n = 0;
-			a[n++] = NL_ATTR_S(ATTR_DEST, nl_dest_name(dest));
-			a[n++] = NL_ATTR_S("code.function.name", x->function);
-			if (x->file[0])
-				a[n++] = NL_ATTR_S("code.file.path", x->file);
-			if (x->line > 0)
-				a[n++] = NL_ATTR_I("code.line.number", x->line);
-			if (x->object[0])
-				a[n++] = NL_ATTR_S("nemolens.code.object", x->object);
-			struct site_series *c = (struct site_series *)e;
-			c->key = key;
-			c->s = nl_series_add_static(inst, a, n);
-			nl_table_publish(e, 0);
-			return c->s;
-		}
-		case NL_TABLE_BUSY:
-			sched_yield();
+		if (a != NL_TABLE_BUSY)
 			break;
-		default:
-			return nl_instrument_overflow(inst);
-		}
+		sched_yield();
 	}
 	return nl_instrument_overflow(inst);
 }
@@ -199,7 +194,7 @@ static struct nl_series *series_of(int site, int dest)
 	const struct nl_table t = SERIES_TABLE;
 	uint32_t key = (uint32_t)site * NL_DEST_SLOTS + (uint32_t)dest, id;
 	struct nl_slot *e = nl_table_first(&t, key, same_key, &key, &id);
-	return e ? ((struct site_series *)e)->s : series_claim(site, dest, key);
+	return e ? ((struct site_series *)e)->s : series_claim(key);
 }
 
 /* A series is never NULL: made, or the overflow series. */

@@ -243,8 +243,7 @@ struct cell {
 	uint64_t k0, k1;
 	struct nl_series *s;
 };
-static struct cell cells[CELLS];
-_Static_assert(!(CELLS & (CELLS - 1)), "table.h: slots a power of two");
+NL_TABLE_SLOTS(struct cell, cells, CELLS);
 
 struct packed {
 	uint64_t k0, k1;
@@ -257,8 +256,26 @@ static bool same_key(const struct nl_slot *e, const void *key)
 	return c->k0 == p->k0 && c->k1 == p->k1;
 }
 
+struct making {
+	const struct packed *p;
+	const struct key *k;
+	struct nl_instrument *inst;
+};
+
+static void make_cell(struct nl_slot *e, const void *arg)
+{
+	const struct making *m = arg;
+	struct cell *c = (struct cell *)e;
+	c->k0 = m->p->k0;
+	c->k1 = m->p->k1;
+	struct nl_attr a[NL_MAX_ATTRS];
+	size_t n = attrs_of(m->k, a);
+	c->s = nl_series_add_static(m->inst, a, n);
+}
+
 /* The series of k, made on first use; the overflow series when the table is
- * full or another thread is still making a series where k's may be. */
+ * full or another thread is still making a series where k's may be
+ * (perhaps this very one). */
 static struct nl_series *series_for(const struct key *k)
 {
 	const struct nl_table t = { cells, sizeof cells[0], CELLS, 64, 0, NULL, 0 };
@@ -266,24 +283,11 @@ static struct nl_series *series_for(const struct key *k)
 	struct packed p;
 	pack(k, &p.k0, &p.k1);
 	uint32_t h = (uint32_t)(((p.k0 ^ p.k1 * 0xff51afd7ed558ccdull) * 0x9E3779B97F4A7C15ull) >> 40);
+	const struct making m = { &p, k, inst };
 	struct nl_slot *e;
-	uint32_t id;
-	switch (nl_table_claim(&t, h, same_key, &p, &e, &id)) {
-	case NL_TABLE_FOUND:
-		return ((struct cell *)e)->s;
-	case NL_TABLE_CLAIMED: {
-		struct cell *c = (struct cell *)e;
-		c->k0 = p.k0;
-		c->k1 = p.k1;
-		struct nl_attr a[NL_MAX_ATTRS];
-		size_t n = attrs_of(k, a);
-		c->s = nl_series_add_static(inst, a, n);
-		nl_table_publish(e, 0);
-		return c->s;
-	}
-	default:
-		return nl_instrument_overflow(inst);   /* perhaps this very one, being made */
-	}
+	if (nl_table_get(&t, h, same_key, &p, make_cell, &m, &e) != NL_TABLE_FOUND)
+		return nl_instrument_overflow(inst);
+	return ((struct cell *)e)->s;
 }
 
 static void hist(struct key *k, unsigned which, double v)

@@ -256,8 +256,7 @@ int nl_http_route(const char *target, size_t n, bool truncated)
 #define HOSTS 256
 #define HOST_SLOTS 512          /* twice the cap: probes stay short */
 #define HOST_MAX 63
-static NL_INTERN_SLOT(HOST_MAX) host_slots[HOST_SLOTS];
-_Static_assert(!(HOST_SLOTS & (HOST_SLOTS - 1)), "table.h: slots a power of two");
+NL_TABLE_SLOTS(NL_INTERN_SLOT(HOST_MAX), host_slots, HOST_SLOTS);
 static const char *host_text[HOSTS];
 static _Atomic unsigned n_hosts;
 
@@ -303,8 +302,7 @@ int nl_http_host(const char *host, size_t n, unsigned *port)
 /* The Host values requests arrived with, as sent (host and port, case kept),
  * interned up to name_limit of them (table.h), never freed. */
 #define NAME_SLOTS 512          /* >= 2 * NL_HTTP_SERVER_NAMES_MAX */
-static NL_INTERN_SLOT(NL_H1_HOST_MAX) name_slots[NAME_SLOTS];
-_Static_assert(!(NAME_SLOTS & (NAME_SLOTS - 1)), "table.h: slots a power of two");
+NL_TABLE_SLOTS(NL_INTERN_SLOT(NL_H1_HOST_MAX), name_slots, NAME_SLOTS);
 static const char *name_text[NL_HTTP_SERVER_NAMES_MAX];
 static _Atomic unsigned n_names;
 static unsigned name_limit = 64;
@@ -357,11 +355,10 @@ struct cell {
 	uint64_t key;
 	struct nl_series *s[N_CELL_SERIES];
 };
-static struct cell cells[CELLS];
+NL_TABLE_SLOTS(struct cell, cells, CELLS);
 /* No wait for a cell being made: the maker may be what a signal handler
  * interrupted. */
 #define CELL_TABLE { cells, sizeof cells[0], CELLS, 64, 0, NULL, 0 }
-_Static_assert(!(CELLS & (CELLS - 1)), "table.h: slots a power of two");
 /* What a sample records into when its combination has no cell (the table
  * full, or the cell still being made): the overflow series, by side. */
 static struct cell overflow_cell[2];
@@ -380,7 +377,7 @@ struct active {
 	struct nl_slot head;
 	struct nl_series *s;
 };
-static struct active s_active[ACTIVE_SLOTS];
+NL_TABLE_SLOTS(struct active, s_active, ACTIVE_SLOTS);
 #define ACTIVE_TABLE { s_active, sizeof s_active[0], ACTIVE_SLOTS, 1, NL_TABLE_SPINS, NULL, 0 }
 static struct nl_series *s_rollout, *s_verify, *s_success;
 static _Atomic uint64_t verify_all, verify_completed;
@@ -464,10 +461,20 @@ static size_t client_attrs(const struct nl_http_exchange *x, struct nl_attr *a)
 
 /* Once per combination: out of line, so that finding a cell again needs no
  * stack frame. */
-static __attribute__((noinline)) void make_series(struct cell *c, bool client, const struct nl_http_exchange *x)
+struct making {
+	uint64_t key;
+	bool client;
+	const struct nl_http_exchange *x;
+};
+
+static __attribute__((noinline)) void make_cell(struct nl_slot *e, const void *arg)
 {
+	const struct making *m = arg;
+	const struct nl_http_exchange *x = m->x;
+	struct cell *c = (struct cell *)e;
 	struct nl_attr a[NL_MAX_ATTRS];
-	if (client) {
+	c->key = m->key;
+	if (m->client) {
 		size_t n = client_attrs(x, a);
 		c->s[S_DURATION] = nl_series_add_static(i_client, a, n);
 	} else if (x->route == NL_ROUTE_OVERFLOW) {
@@ -483,7 +490,6 @@ static __attribute__((noinline)) void make_series(struct cell *c, bool client, c
 			c->s[S_DURATION_OLD] = nl_series_add_static(i_server_old, a, n);
 		}
 	}
-	nl_table_publish(&c->head, 0);
 }
 
 static bool same_key(const struct nl_slot *e, const void *key)
@@ -499,18 +505,11 @@ static __attribute__((noinline)) struct cell *cell_claim(uint64_t key, uint32_t 
 							 const struct nl_http_exchange *x)
 {
 	const struct nl_table t = CELL_TABLE;
+	const struct making m = { key, client, x };
 	struct nl_slot *e;
-	uint32_t id;
-	switch (nl_table_claim(&t, h, same_key, &key, &e, &id)) {
-	case NL_TABLE_FOUND:
-		return (struct cell *)e;
-	case NL_TABLE_CLAIMED:
-		((struct cell *)e)->key = key;
-		make_series((struct cell *)e, client, x);
-		return (struct cell *)e;
-	default:
+	if (nl_table_get(&t, h, same_key, &key, make_cell, &m, &e) != NL_TABLE_FOUND)
 		return &overflow_cell[client];
-	}
+	return (struct cell *)e;
 }
 
 static inline __attribute__((always_inline)) struct cell *cell_for(bool client, const struct nl_http_exchange *x)
@@ -543,6 +542,14 @@ static size_t active_attrs(unsigned m, bool tls, const char *name, struct nl_att
 	return n;
 }
 
+static void make_active(struct nl_slot *e, const void *arg)
+{
+	const unsigned *k = arg;        /* method, TLS, name */
+	struct nl_attr a[NL_MAX_ATTRS];
+	size_t n = active_attrs(k[0], k[1], k[2] == ACTIVE_NO_NAME ? NULL : name_text[k[2]], a);
+	((struct active *)e)->s = nl_series_add_static(i_active, a, n);
+}
+
 /* Makes the series of an active request with server name id name
  * (ACTIVE_NO_NAME: none) on its first use; NULL when another thread is
  * still making it after the table's wait (the request is then not counted,
@@ -552,22 +559,12 @@ static __attribute__((noinline)) struct nl_series *make_active_series(unsigned m
 	if (!i_active)
 		return NULL;
 	const struct nl_table t = ACTIVE_TABLE;
+	const unsigned k[3] = { method, tls, (unsigned)name };
 	struct nl_slot *e;
-	uint32_t id;
-	switch (nl_table_claim(&t, ACTIVE_INDEX(tls, method, name), nl_table_by_index, NULL, &e, &id)) {
-	case NL_TABLE_FOUND:
-		return ((struct active *)e)->s;
-	case NL_TABLE_CLAIMED: {
-		struct nl_attr a[NL_MAX_ATTRS];
-		size_t n = active_attrs(method, tls, name == ACTIVE_NO_NAME ? NULL : name_text[name], a);
-		struct active *x = (struct active *)e;
-		x->s = nl_series_add_static(i_active, a, n);
-		nl_table_publish(e, 0);
-		return x->s;
-	}
-	default:
+	if (nl_table_get(&t, ACTIVE_INDEX(tls, method, name), nl_table_by_index, NULL, make_active, k, &e) !=
+	    NL_TABLE_FOUND)
 		return NULL;
-	}
+	return ((struct active *)e)->s;
 }
 
 /* The series an active request counts in (NULL: see make_active_series). */

@@ -14,8 +14,7 @@
 /* Interned up to the cap (table.h). */
 #define METHOD_SLOTS 256                /* twice the cap: probes stay short */
 #define METHOD_LEN 96
-static NL_INTERN_SLOT(METHOD_LEN - 1) method_slots[METHOD_SLOTS];
-_Static_assert(!(METHOD_SLOTS & (METHOD_SLOTS - 1)), "table.h: slots a power of two");
+NL_TABLE_SLOTS(NL_INTERN_SLOT(METHOD_LEN - 1), method_slots, METHOD_SLOTS);
 static const char *method_text[NL_RPC_METHODS_MAX];
 static _Atomic unsigned n_methods;
 
@@ -91,9 +90,8 @@ struct cell {
 	uint64_t key;
 	struct nl_series *s;
 };
-static struct cell cells[CELLS];
+NL_TABLE_SLOTS(struct cell, cells, CELLS);
 #define CELL_TABLE { cells, sizeof cells[0], CELLS, 64, 0, NULL, 0 }
-_Static_assert(!(CELLS & (CELLS - 1)), "table.h: slots a power of two");
 static struct nl_instrument *i_server, *i_client;
 
 static uint64_t pack(const struct nl_rpc_call *c)
@@ -103,8 +101,16 @@ static uint64_t pack(const struct nl_rpc_call *c)
 	       (uint64_t)c->port << 24;
 }
 
-static __attribute__((noinline)) struct nl_series *make_series(struct nl_instrument *inst, const struct nl_rpc_call *c)
+struct making {
+	uint64_t key;
+	struct nl_instrument *inst;
+	const struct nl_rpc_call *c;
+};
+
+static void make_cell(struct nl_slot *e, const void *arg)
 {
+	const struct making *m = arg;
+	const struct nl_rpc_call *c = m->c;
 	struct nl_attr a[NL_MAX_ATTRS];
 	size_t n = 0;
 	a[n++] = NL_ATTR_S("rpc.system.name", "grpc");
@@ -116,7 +122,8 @@ static __attribute__((noinline)) struct nl_series *make_series(struct nl_instrum
 		a[n++] = NL_ATTR_I("server.port", c->port);
 	if (c->status)
 		a[n++] = NL_ATTR_S("error.type", status_name[c->status]);
-	return nl_series_add_static(inst, a, n);
+	((struct cell *)e)->key = m->key;
+	((struct cell *)e)->s = nl_series_add_static(m->inst, a, n);
 }
 
 static bool same_key(const struct nl_slot *e, const void *key)
@@ -129,21 +136,11 @@ static __attribute__((noinline)) struct nl_series *series_claim(struct nl_instru
 								 const struct nl_rpc_call *c)
 {
 	const struct nl_table t = CELL_TABLE;
+	const struct making m = { key, inst, c };
 	struct nl_slot *e;
-	uint32_t id;
-	switch (nl_table_claim(&t, h, same_key, &key, &e, &id)) {
-	case NL_TABLE_FOUND:
-		return ((struct cell *)e)->s;
-	case NL_TABLE_CLAIMED: {
-		struct cell *x = (struct cell *)e;
-		x->key = key;
-		x->s = make_series(inst, c);
-		nl_table_publish(e, 0);
-		return x->s;
-	}
-	default:
+	if (nl_table_get(&t, h, same_key, &key, make_cell, &m, &e) != NL_TABLE_FOUND)
 		return nl_instrument_overflow(inst);
-	}
+	return ((struct cell *)e)->s;
 }
 
 static struct nl_series *series_for(struct nl_instrument *inst, const struct nl_rpc_call *c)
@@ -174,8 +171,14 @@ struct given_up {
 };
 #define GIVEN_UP_SLOTS 4        /* a power of two of at least NL_H2_GIVEN_UP_N */
 _Static_assert(NL_H2_GIVEN_UP_N <= GIVEN_UP_SLOTS, "a reason's index");
-static struct given_up given_up[GIVEN_UP_SLOTS];
+NL_TABLE_SLOTS(struct given_up, given_up, GIVEN_UP_SLOTS);
 static const char *const reasons[NL_H2_GIVEN_UP_N] = { "pool", "table_cap", "streams" };
+
+static void make_given_up(struct nl_slot *e, const void *arg)
+{
+	struct nl_attr a[1] = { NL_ATTR_S("reason", reasons[*(const unsigned *)arg]) };
+	((struct given_up *)e)->s = nl_series_add_static(i_given_up, a, 1);
+}
 
 void nl_http2_given_up(unsigned reason)
 {
@@ -184,20 +187,9 @@ void nl_http2_given_up(unsigned reason)
 		return;
 	const struct nl_table t = { given_up, sizeof given_up[0], GIVEN_UP_SLOTS, 1, 0, NULL, 0 };
 	struct nl_slot *e;
-	uint32_t id;
-	switch (nl_table_claim(&t, reason, nl_table_by_index, NULL, &e, &id)) {
-	case NL_TABLE_FOUND:
-		break;
-	case NL_TABLE_CLAIMED: {
-		struct nl_attr a[1] = { NL_ATTR_S("reason", reasons[reason]) };
-		((struct given_up *)e)->s = nl_series_add_static(i_given_up, a, 1);
-		nl_table_publish(e, 0);
-		break;
-	}
-	default:
-		return;         /* another thread is making it: this one is not counted */
-	}
-	nl_counter_add(((struct given_up *)e)->s, 1);
+	/* Another thread making it: this one is not counted. */
+	if (nl_table_get(&t, reason, nl_table_by_index, NULL, make_given_up, &reason, &e) == NL_TABLE_FOUND)
+		nl_counter_add(((struct given_up *)e)->s, 1);
 }
 
 void nl_rpcmetrics_register(void)
