@@ -426,29 +426,41 @@ NL_LOAD_PATH static void load_endpoint(struct nl_config *cfg, const struct env *
 NL_LOAD_PATH static void load_exporter(struct nl_config *cfg, const struct env *e)
 {
 	static const char *const names[] = { "OTEL_METRICS_EXPORTER", "NEMO_GYM_OTEL_EXPORTER", NULL };
+	static const char *const push[] = { "otlp", "console", "none" };   /* in enum nl_exporter_kind's order */
 	for (const char *const *n = names; *n; n++) {
 		const char *v = env_get(e, *n);
 		if (!v)
 			continue;
-		/* A comma-separated list is allowed; the first exporter we know wins. */
+		/* A comma-separated list: the first push exporter we know wins,
+		 * prometheus goes beside it; names we do not know are passed. */
 		char buf[128];
 		snprintf(buf, sizeof buf, "%s", v);
+		bool known = false, pushed = false;
 		for (char *save, *tok = strtok_r(buf, ", ", &save); tok; tok = strtok_r(NULL, ", ", &save)) {
-			if (strcasecmp(tok, "otlp") == 0) {
-				cfg->exporter = NL_EXPORTER_OTLP;
-				return;
+			if (strcasecmp(tok, "prometheus") == 0) {
+				cfg->prometheus = known = true;
+				continue;
 			}
-			if (strcasecmp(tok, "console") == 0) {
-				cfg->exporter = NL_EXPORTER_CONSOLE;
-				return;
-			}
-			if (strcasecmp(tok, "none") == 0) {
-				cfg->exporter = NL_EXPORTER_NONE;
-				return;
-			}
+			for (size_t k = 0; k < sizeof push / sizeof *push && !pushed; k++)
+				if (strcasecmp(tok, push[k]) == 0) {
+					cfg->exporter = (enum nl_exporter_kind)k;
+					pushed = known = true;
+				}
 		}
-		invalid(*n, v, "otlp, console or none");
+		if (known) {
+			if (!pushed)
+				cfg->exporter = NL_EXPORTER_NONE;
+			break;
+		}
+		invalid(*n, v, "otlp, prometheus, console or none");
 	}
+	if (!cfg->prometheus)
+		return;
+	const char *host = env_get(e, "OTEL_EXPORTER_PROMETHEUS_HOST");
+	if (host)
+		cfg->prometheus_host = keep_str(cfg, host);
+	cfg->prometheus_port = env_range(e, "OTEL_EXPORTER_PROMETHEUS_PORT", 1, 65535, NL_PROMETHEUS_PORT,
+					 "a port number from 1 to 65535");
 }
 
 NL_LOAD_PATH static void load_otlp(struct nl_config *cfg, const struct env *e)
@@ -788,6 +800,7 @@ NL_LOAD_PATH void nl_config_load(struct nl_config *cfg, nl_getenv_fn get, const 
 	cfg->enabled = true;
 	cfg->metrics_enabled = true;
 	cfg->exporter = NL_EXPORTER_OTLP;
+	cfg->prometheus_port = NL_PROMETHEUS_PORT;
 	cfg->export_interval_ms = 10000;
 	cfg->export_timeout_ms = 30000;
 	cfg->otlp_timeout_ms = 10000;
@@ -863,7 +876,7 @@ void nl_config_free(struct nl_config *cfg)
 			    cfg->gym_verify_route, cfg->endpoint, cfg->ca_file, cfg->client_key,
 			    cfg->client_cert, cfg->service_name, cfg->server_name, cfg->server_type, cfg->run_id,
 			    cfg->destinations, cfg->console_path, cfg->log_path, cfg->runtime_dir,
-			    cfg->genai_paths, cfg->genai_provider, cfg->call_sites_skip };
+			    cfg->genai_paths, cfg->genai_provider, cfg->call_sites_skip, cfg->prometheus_host };
 	for (size_t i = 0; i < sizeof strings / sizeof *strings; i++)
 		drop(cfg, strings[i]);
 	nl_free_kv_list(cfg->headers, cfg->n_headers);   /* n is 0 without a table */

@@ -16,6 +16,11 @@
 #include "log.h"
 #include "utf8.h"
 
+/* OTEL_METRICS_EXPORTER is a comma-separated list. Its push exporters
+ * (otlp, console, none) are exclusive: the first named wins, as the shim
+ * exports one way at a time. prometheus is a pull exporter, served by
+ * nemolens-run, and goes beside any of them: a list that names only
+ * prometheus has the push exporter none. */
 enum nl_exporter_kind { NL_EXPORTER_OTLP, NL_EXPORTER_CONSOLE, NL_EXPORTER_NONE };
 /* NEMOLENS_ADOPT: what happens to the values of a process that ended
  * without delivering them (docs/export.md). */
@@ -27,7 +32,16 @@ enum nl_adopt_mode { NL_ADOPT_OWN, NL_ADOPT_FOLD, NL_ADOPT_OFF };
 struct nl_config {
 	bool enabled;                   /* false: the shim does nothing at all */
 	bool metrics_enabled;
-	enum nl_exporter_kind exporter;
+	enum nl_exporter_kind exporter;  /* the push exporter */
+	bool prometheus;                /* OTEL_METRICS_EXPORTER names prometheus */
+	char *prometheus_host;          /* OTEL_EXPORTER_PROMETHEUS_HOST, NULL: localhost */
+	long prometheus_port;           /* OTEL_EXPORTER_PROMETHEUS_PORT, default 9464 */
+	/* Not read from the environment: the nemolens-run that serves a tree
+	 * to Prometheus alone, set by the code that knows it (the runtime from
+	 * NL_ENV_RUN_EXPORTER, the launcher itself). Such a tree's segments
+	 * have a delivery key of their own: no other process may deliver them
+	 * (segment.h, nl_seg_delivery_key). */
+	unsigned prometheus_tree;
 	long export_interval_ms;
 	long export_timeout_ms;         /* OTEL_METRIC_EXPORT_TIMEOUT */
 	long otlp_timeout_ms;           /* OTEL_EXPORTER_OTLP_[METRICS_]TIMEOUT */
@@ -104,6 +118,9 @@ struct nl_config {
 /* Set by nemolens-run for its program: its own pid, the process that exports
  * the segments of the whole tree (docs/export.md). */
 #define NL_ENV_RUN_EXPORTER "NEMOLENS_RUN_EXPORTER"
+/* The defaults of OTEL_EXPORTER_PROMETHEUS_HOST and _PORT. */
+#define NL_PROMETHEUS_HOST "localhost"
+#define NL_PROMETHEUS_PORT 9464
 
 typedef const char *(*nl_getenv_fn)(const char *name);
 

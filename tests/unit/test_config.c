@@ -539,7 +539,52 @@ Test(config, metrics_exporter)
 	cr_assert_eq(exporter_with("none", NULL), NL_EXPORTER_NONE);
 	cr_assert_eq(exporter_with("CONSOLE", NULL), NL_EXPORTER_CONSOLE);
 	cr_assert_eq(exporter_with("bogus", NULL), NL_EXPORTER_OTLP);
-	cr_assert_eq(exporter_with("prometheus", NULL), NL_EXPORTER_OTLP);
+	/* prometheus alone: no push exporter. */
+	cr_assert_eq(exporter_with("prometheus", NULL), NL_EXPORTER_NONE);
+}
+
+/* OTEL_METRICS_EXPORTER as a list with prometheus: the push exporter it
+ * names first, whether prometheus is served, and its host and port. */
+static const struct {
+	const char *list, *host, *port;
+	enum nl_exporter_kind push;
+	bool prometheus;
+	const char *want_host;          /* NULL: the default, localhost */
+	long want_port;
+} prometheus_lists[] = {
+	{ "prometheus", NULL, NULL, NL_EXPORTER_NONE, true, NULL, 9464 },
+	{ "otlp,prometheus", NULL, NULL, NL_EXPORTER_OTLP, true, NULL, 9464 },
+	{ "prometheus, otlp", NULL, NULL, NL_EXPORTER_OTLP, true, NULL, 9464 },
+	{ "PROMETHEUS,none", NULL, NULL, NL_EXPORTER_NONE, true, NULL, 9464 },
+	{ "console,prometheus", NULL, NULL, NL_EXPORTER_CONSOLE, true, NULL, 9464 },
+	{ "bogus,prometheus", "0.0.0.0", "9100", NL_EXPORTER_NONE, true, "0.0.0.0", 9100 },
+	{ "prometheus", "::1", "0", NL_EXPORTER_NONE, true, "::1", 9464 },
+	{ "prometheus", NULL, "65536", NL_EXPORTER_NONE, true, NULL, 9464 },
+	{ "prometheus", NULL, "x", NL_EXPORTER_NONE, true, NULL, 9464 },
+	{ "otlp", "0.0.0.0", "9100", NL_EXPORTER_OTLP, false, NULL, 9464 },
+};
+
+Test(config, metrics_exporter_prometheus)
+{
+	for (size_t i = 0; i < sizeof prometheus_lists / sizeof *prometheus_lists; i++) {
+		setup();
+		env_set("OTEL_METRICS_EXPORTER", prometheus_lists[i].list);
+		if (prometheus_lists[i].host)
+			env_set("OTEL_EXPORTER_PROMETHEUS_HOST", prometheus_lists[i].host);
+		if (prometheus_lists[i].port)
+			env_set("OTEL_EXPORTER_PROMETHEUS_PORT", prometheus_lists[i].port);
+		struct nl_config c;
+		load(&c);
+		cr_expect_eq(c.exporter, prometheus_lists[i].push, "%s", prometheus_lists[i].list);
+		cr_expect_eq(c.prometheus, prometheus_lists[i].prometheus, "%s", prometheus_lists[i].list);
+		if (prometheus_lists[i].want_host)
+			cr_expect_str_eq(c.prometheus_host ? c.prometheus_host : "(null)", prometheus_lists[i].want_host);
+		else
+			cr_expect_null(c.prometheus_host, "%s", prometheus_lists[i].list);
+		cr_expect_eq(c.prometheus_port, prometheus_lists[i].want_port, "%s port %s", prometheus_lists[i].list,
+			     prometheus_lists[i].port ? prometheus_lists[i].port : "-");
+		nl_config_free(&c);
+	}
 }
 
 Test(config, metrics_exporter_comma_lists)
