@@ -19,7 +19,7 @@ export DEBIAN_FRONTEND=noninteractive
 PKGS=(
   build-essential cmake pkg-config clang libclang-rt-14-dev
   libunwind-dev libprotobuf-c-dev protobuf-c-compiler
-  libcurl4-openssl-dev libcriterion-dev zlib1g-dev
+  libcurl4-openssl-dev libcriterion-dev zlib1g-dev libmicrohttpd-dev
   curl openssl python3-aiohttp python3-httpx python3-uvicorn python3-fastapi python3-protobuf python3-uvloop python3-requests
   nginx-light wrk golang-go nodejs valgrind
   lintian chromium scdoc man-db
@@ -130,4 +130,24 @@ fetch_trixie "$PREFIX" opentelemetry-proto victoria-metrics python3-opentelemetr
 # interpreter in pure-Python mode (their C extensions are built for 3.13).
 fetch_trixie "$PREFIX/python-trixie" python3-aiohttp python3-yarl python3-multidict python3-frozenlist \
   python3-aiosignal python3-aiohappyeyeballs python3-propcache python3-httpx python3-httpcore
-echo "setup-deps: ok (Debian 13 packages under $PREFIX)"
+
+# Debian 12's Prometheus (the server and promtool), the scraper of
+# nemolens-run's /metrics in the tests: unpacked, never installed, since the
+# package would start a system service. The system's own sources have it.
+fetch_own() {   # fetch_own DEST PACKAGE...
+  local dest=$1; shift
+  local stamp="$dest/.stamp-$*"
+  stamp=${stamp// /_}
+  [ -f "$stamp" ] && return 0
+  echo "setup-deps: fetching $* from Debian 12"
+  local tmp deb
+  tmp=$(mktemp -d)
+  chmod 755 "$tmp"
+  (cd "$tmp" && apt-get download "$@" >/dev/null)
+  $SUDO mkdir -p "$dest"
+  for deb in "$tmp"/*.deb; do $SUDO dpkg-deb -x "$deb" "$dest"; done
+  rm -rf "$tmp"
+  $SUDO touch "$stamp"
+}
+fetch_own "$PREFIX/prometheus" prometheus
+echo "setup-deps: ok (Debian 13 packages under $PREFIX, Prometheus under $PREFIX/prometheus)"
