@@ -254,6 +254,17 @@ NL_LOAD_PATH static uint64_t fnv(uint64_t h, const char *s)
 
 NL_LOAD_PATH uint64_t nl_seg_delivery_key(const struct nl_config *cfg)
 {
+	/* A tree that nemolens-run serves to Prometheus alone has no
+	 * collector: only that launcher may take its dead processes' values,
+	 * for its scrape, so its pid makes the key. */
+	if (cfg->exporter != NL_EXPORTER_OTLP && cfg->prometheus && cfg->prometheus_tree) {
+		char pid[16], *p = pid + sizeof pid - 1;
+		*p = '\0';
+		for (unsigned v = cfg->prometheus_tree; v; v /= 10)
+			*--p = (char)('0' + v % 10);
+		uint64_t h = fnv(fnv(14695981039346656037ull, "prometheus"), p);
+		return h ? h : 1;
+	}
 	uint64_t h = fnv(14695981039346656037ull, "otlp");
 	h = fnv(h, cfg->endpoint);
 	for (size_t i = 0; i < cfg->n_headers; i++)

@@ -53,6 +53,7 @@
 #include "launcher.h"
 #include "preload_env.h"
 #include "printconfig.h"
+#include "scrape.h"
 #include "summary_collect.h"
 #include "tree.h"
 
@@ -81,6 +82,12 @@ static void usage(void)
 		"  --memory              NEMOLENS_MEMORY_PROFILING=true\n"
 		"  --console             OTEL_METRICS_EXPORTER=console (OTLP JSON lines on stderr,\n"
 		"                        or in NEMOLENS_CONSOLE_PATH)\n"
+		"  --prometheus[=HOST:PORT]\n"
+		"                        serve the tree's metrics to Prometheus at\n"
+		"                        http://HOST:PORT/metrics (default localhost:9464):\n"
+		"                        adds prometheus to OTEL_METRICS_EXPORTER (alone unless it or\n"
+		"                        --endpoint names otlp) and sets OTEL_EXPORTER_PROMETHEUS_HOST\n"
+		"                        and _PORT; [v6]:PORT, HOST and :PORT work too\n"
 		"  --print-config        print the configuration as the shim will read it, and its\n"
 		"                        warnings, then exit 0 without running anything\n"
 		"  --summary[=FILE]      when the program has ended, print what its tree recorded as\n"
@@ -197,6 +204,19 @@ static pid_t start_program(char **argv, const sigset_t *mask, const struct sigac
 	_exit(exec_failure_status(e));
 }
 
+/* The Prometheus endpoint, once the keeper was forked (it must not hold
+ * the port) and the tree's export runs. A port that cannot be bound costs
+ * the endpoint, never the program's run. */
+static void serve(const struct tree *t)
+{
+	if (!t->serving)
+		return;
+	char why[256];
+	const char *host = t->cfg.prometheus_host ? t->cfg.prometheus_host : NL_PROMETHEUS_HOST;
+	if (scrape_start(host, t->cfg.prometheus_port, why, sizeof why) != 0)
+		fprintf(stderr, "%s: no Prometheus endpoint: %s\n", progname, why);
+}
+
 static int run(char **argv)
 {
 	sigset_t waited, saved_mask;
@@ -236,6 +256,7 @@ static int run(char **argv)
 	if (started) {
 		keeper_start(&tree, &saved_mask);
 		tree_start(&tree);
+		serve(&tree);
 	}
 	for (;;) {
 		siginfo_t si;
@@ -260,6 +281,7 @@ static int run(char **argv)
 			started = true;
 			keeper_start(&tree, &saved_mask);
 			tree_start(&tree);
+			serve(&tree);
 			continue;
 		}
 		if (sig < 0) {
@@ -282,6 +304,7 @@ static int run(char **argv)
 ended:
 	if (tree.on) {
 		tree_finish(&tree, started);
+		scrape_stop();
 	} else {
 		nl_deliver_leftovers();
 	}
@@ -295,7 +318,18 @@ ended:
 
 /* ---- options ------------------------------------------------------------ */
 
-enum { OPT_ENDPOINT = 256, OPT_PROTOCOL, OPT_SERVICE, OPT_DEST, OPT_MEMORY, OPT_CONSOLE, OPT_PRINT, OPT_VERSION, OPT_SUMMARY };
+enum {
+	OPT_ENDPOINT = 256,
+	OPT_PROTOCOL,
+	OPT_SERVICE,
+	OPT_DEST,
+	OPT_MEMORY,
+	OPT_CONSOLE,
+	OPT_PRINT,
+	OPT_VERSION,
+	OPT_SUMMARY,
+	OPT_PROMETHEUS
+};
 
 static void set_env(const char *name, const char *value)
 {
@@ -303,6 +337,52 @@ static void set_env(const char *name, const char *value)
 		fprintf(stderr, "%s: setenv %s: %s\n", progname, name, strerror(errno));
 		exit(EXIT_LAUNCHER);
 	}
+}
+
+/* --prometheus[=HOST:PORT]: HOST:PORT, [v6]:PORT, HOST or :PORT. */
+static void want_prometheus(const char *arg)
+{
+	if (!arg || !*arg)
+		return;
+	const char *colon = strrchr(arg, ':');
+	if (*arg == '[') {
+		const char *end = strchr(arg, ']');
+		if (!end || (end[1] && end[1] != ':'))
+			die_usage("--prometheus: expected [ADDRESS]:PORT");
+		colon = end[1] ? end + 1 : NULL;
+		char host[128];
+		snprintf(host, sizeof host, "%.*s", (int)(end - arg - 1), arg + 1);
+		set_env("OTEL_EXPORTER_PROMETHEUS_HOST", host);
+	} else if (colon && strchr(arg, ':') != colon) {
+		die_usage("--prometheus: an IPv6 address goes in brackets: [ADDRESS]:PORT");
+	} else if (colon != arg) {
+		char host[256];
+		snprintf(host, sizeof host, "%.*s", (int)(colon ? colon - arg : (long)strlen(arg)), arg);
+		set_env("OTEL_EXPORTER_PROMETHEUS_HOST", host);
+	}
+	if (colon) {
+		long port;
+		char *end;
+		port = strtol(colon + 1, &end, 10);
+		if (!colon[1] || *end || port < 1 || port > 65535)
+			die_usage("--prometheus: the port is a number from 1 to 65535");
+		set_env("OTEL_EXPORTER_PROMETHEUS_PORT", colon + 1);
+	}
+}
+
+/* prometheus added to OTEL_METRICS_EXPORTER: beside what it names, or
+ * beside otlp when --endpoint was given, else alone. */
+static void add_prometheus(bool endpoint)
+{
+	const char *now = getenv("OTEL_METRICS_EXPORTER");
+	if (now && strcasestr(now, "prometheus"))
+		return;
+	char list[256];
+	if (now && *now)
+		snprintf(list, sizeof list, "%s,prometheus", now);
+	else
+		snprintf(list, sizeof list, "%s", endpoint ? "otlp,prometheus" : "prometheus");
+	set_env("OTEL_METRICS_EXPORTER", list);
 }
 
 int main(int argc, char **argv)
@@ -316,19 +396,21 @@ int main(int argc, char **argv)
 		{ "console", no_argument, NULL, OPT_CONSOLE },
 		{ "print-config", no_argument, NULL, OPT_PRINT },
 		{ "summary", optional_argument, NULL, OPT_SUMMARY },
+		{ "prometheus", optional_argument, NULL, OPT_PROMETHEUS },
 		{ "help", no_argument, NULL, 'h' },
 		{ "version", no_argument, NULL, OPT_VERSION },
 		{ NULL, 0, NULL, 0 },
 	};
 	leave_the_shim(argv);
 
-	bool print = false;
+	bool print = false, prometheus = false, endpoint = false;
 	int c;
 	/* "+": options end at the program's name, whose own options follow. */
 	while ((c = getopt_long(argc, argv, "+h", options, NULL)) != -1) {
 		switch (c) {
 		case OPT_ENDPOINT:
 			set_env("OTEL_EXPORTER_OTLP_ENDPOINT", optarg);
+			endpoint = true;
 			/* It would win over the option otherwise. */
 			unsetenv("OTEL_EXPORTER_OTLP_METRICS_ENDPOINT");
 			break;
@@ -356,6 +438,10 @@ int main(int argc, char **argv)
 		case OPT_SUMMARY:
 			want_summary(optarg);
 			break;
+		case OPT_PROMETHEUS:
+			prometheus = true;
+			want_prometheus(optarg);
+			break;
 		case 'h':
 			usage();
 			return 0;
@@ -366,6 +452,8 @@ int main(int argc, char **argv)
 			die_usage(NULL);
 		}
 	}
+	if (prometheus)
+		add_prometheus(endpoint);
 	char **program = argv + optind;
 	if (print)
 		return print_config(*program);

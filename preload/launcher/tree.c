@@ -30,6 +30,7 @@
 #include "memtrees.h"
 #include "segment.h"
 #include "summary_collect.h"
+#include "treestore.h"
 
 /* The configuration as the shim in the program reads it, with no warnings,
  * through the same window on the environment (env.h): one walk of the
@@ -89,9 +90,19 @@ void nl_deliver_leftovers(void)
 void tree_setup(struct tree *t)
 {
 	load_quietly(&t->cfg);   /* the program says what is wrong with the variables */
+	/* The tree's key when it is served to Prometheus alone (config.h). */
+	if (t->cfg.prometheus)
+		t->cfg.prometheus_tree = (unsigned)getpid();
 	const struct nl_config *c = &t->cfg;
-	t->on = c->enabled && c->metrics_enabled && c->exporter == NL_EXPORTER_OTLP && c->adopt == NL_ADOPT_OWN &&
-		!c->delta_counters && !c->delta_histograms && nl_seg_configure(c) == 0;
+	t->on = c->enabled && c->metrics_enabled &&
+		(c->exporter == NL_EXPORTER_OTLP || (c->exporter == NL_EXPORTER_NONE && c->prometheus)) &&
+		c->adopt == NL_ADOPT_OWN && !c->delta_counters && !c->delta_histograms && nl_seg_configure(c) == 0;
+	t->sending = t->on && c->exporter == NL_EXPORTER_OTLP;
+	t->serving = t->on && c->prometheus;
+	if (c->prometheus && !t->on && c->enabled && c->metrics_enabled)
+		fprintf(stderr, "%s: no Prometheus endpoint: %s\n", progname, tree_off_reason(c));
+	if (t->serving)
+		treestore_init(nl_seg_delivery_key(c), (uint32_t)getpid(), (uint64_t)c->leftover_max_age_s * 1000000000u);
 	t->sampling = t->on && c->memory_profiling;
 	if (t->sampling)
 		nl_memsampler_configure(c);
@@ -115,8 +126,10 @@ const char *tree_off_reason(const struct nl_config *c)
 {
 	if (!c->enabled || !c->metrics_enabled)
 		return "metrics are disabled";
-	if (c->exporter != NL_EXPORTER_OTLP)
-		return "with OTEL_METRICS_EXPORTER other than otlp each process reports for itself";
+	if (c->exporter == NL_EXPORTER_CONSOLE)
+		return "with OTEL_METRICS_EXPORTER=console each process reports for itself";
+	if (c->exporter != NL_EXPORTER_OTLP && !c->prometheus)
+		return "with OTEL_METRICS_EXPORTER=none nothing is exported";
 	if (c->adopt != NL_ADOPT_OWN)
 		return "NEMOLENS_ADOPT makes each process export for itself";
 	if (c->delta_counters || c->delta_histograms)
@@ -124,12 +137,25 @@ const char *tree_off_reason(const struct nl_config *c)
 	return "the shim's private segment directory cannot be used";
 }
 
+/* Every segment the export reads: kept for --summary, and for the scrape. */
+static void tree_seen(const uint8_t *data, size_t len, void *arg)
+{
+	const struct tree *t = arg;
+	if (summary_wanted())
+		summary_seen(data, len, NULL);
+	if (t->serving)
+		treestore_seen(data, len, NULL);
+}
+
 /* One export of the tree: the dead first (their last values), then the
- * live. Returns how many live segments were read. */
+ * live. Returns how many live segments were read. Served to Prometheus
+ * alone, nothing is sent: the dead's last values go to the scrape's store
+ * and their segments are removed. */
 static size_t tree_export(struct tree *t, bool thorough, uint64_t deadline_ns, uint32_t quick_ms)
 {
 	struct nl_adopter a = { .cfg = &t->cfg, .transport = delivery_transport, .arg = &t->d, .abort = &t->abort,
-				.quick_ms = quick_ms, .seen = summary_wanted() ? summary_seen : NULL };
+				.quick_ms = quick_ms, .seen = summary_wanted() || t->serving ? tree_seen : NULL,
+				.seen_arg = t, .no_send = !t->sending };
 	if (t->sampling)
 		nl_memsampler_ended();   /* before their last values go */
 	nl_adopt_run(&a, deadline_ns, thorough, NULL);
@@ -234,6 +260,7 @@ static void keeper_main(struct tree *t, int fd, const sigset_t *mask)
 {
 	/* The summary is the launcher's, of the program's run. */
 	summary_forget();
+	t->serving = false;   /* the scrape is the launcher's, and ends with it */
 	setsid();
 	sigprocmask(SIG_SETMASK, mask, NULL);
 	int null = open("/dev/null", O_RDWR | O_CLOEXEC);
@@ -275,7 +302,9 @@ void keeper_start(struct tree *t, const sigset_t *mask)
 {
 	int sv[2];
 	t->keeper_fd = -1;
-	if (!t->on || socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0)
+	/* Served to Prometheus alone, the tree has nobody to send to once this
+	 * process is gone. */
+	if (!t->on || !t->sending || socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0)
 		return;
 	pid_t k = fork();
 	if (k == 0) {
@@ -313,7 +342,8 @@ void tree_watch(struct tree *t)
 	uint64_t now = nl_monotonic_ns();
 	t->watching = false;
 	t->first_export = now + t->interval_ns;
-	if (!t->on || t->sampling)
+	/* Memory profiling and the scrape start both at once. */
+	if (!t->on || t->sampling || t->serving)
 		return;
 	t->watching = stat(nl_seg_dir(), &t->dir_seen) == 0;
 	t->next_look = now + TREE_LOOK_MS * 1000000u;

@@ -33,6 +33,8 @@ struct tree {
 	struct nl_config cfg;
 	struct delivery d;
 	bool on;
+	bool sending;                   /* OTLP: the export sends to the collector */
+	bool serving;                   /* Prometheus: the scrape (scrape.h) shows what the export reads */
 	uint32_t exporters[2];          /* this process, and the one it took over from */
 	size_t n_exporters;
 	uint64_t interval_ns;
@@ -64,8 +66,9 @@ struct tree {
 void nl_deliver_leftovers(void);
 
 /* Before the program starts: the configuration read, and whether this
- * process exports for the tree (t->on); if so, the program's environment
- * names it as the exporter. */
+ * process exports for the tree (t->on), to the collector (t->sending)
+ * and to Prometheus (t->serving); if so, the program's environment names
+ * it as the exporter. */
 void tree_setup(struct tree *t);
 
 /* Why this process does not export for its tree, for --summary. */

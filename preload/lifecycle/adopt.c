@@ -64,6 +64,10 @@ static bool append(struct body *b, const uint8_t *p, size_t n)
 /* Sends the batch's body; every segment in it is delivered or none. */
 static bool send_batch(const struct nl_adopter *a, struct body *b, uint64_t deadline_ns)
 {
+	if (a->no_send) {
+		b->len = 0;
+		return true;
+	}
 	/* The quick wait counts from here: the first transport loads the
 	 * export libraries, tens of milliseconds a short process's exit
 	 * would otherwise pay on top of it. */
@@ -128,7 +132,7 @@ size_t nl_adopt_run(const struct nl_adopter *a, uint64_t deadline_ns, bool thoro
 			struct nl_snapshot *snap = nl_snapshot_of_segment(l[i].data, l[i].len, nl_realtime_ns());
 			uint8_t *enc = NULL;
 			size_t enc_len = 0;
-			if (snap && snap->n_points > 0) {
+			if (snap && snap->n_points > 0 && !a->no_send) {
 				snap->scope_name = "nemo.lens";
 				snap->scope_version = NL_VERSION;
 				if (nl_otlp_encode(snap, &enc, &enc_len) != 0)
@@ -141,7 +145,7 @@ size_t nl_adopt_run(const struct nl_adopter *a, uint64_t deadline_ns, bool thoro
 					nl_debug("leftover %s (pid %lld) is not readable: removed", l[i].name,
 						 (long long)h->pid);
 				finish(&l[i], 1, true, &delivered);
-			} else if (enc && append(&body, enc, enc_len)) {
+			} else if (a->no_send || (enc && append(&body, enc, enc_len))) {
 				if (a->seen)
 					a->seen(l[i].data, l[i].len, a->seen_arg);
 				sending[n_sending++] = l[i];
@@ -150,7 +154,7 @@ size_t nl_adopt_run(const struct nl_adopter *a, uint64_t deadline_ns, bool thoro
 			}
 			free(enc);
 			nl_snapshot_free(snap);
-			if (n_sending && body.len >= BODY_MAX) {
+			if (n_sending && (body.len >= BODY_MAX || a->no_send)) {
 				ok = send_batch(a, &body, deadline_ns);
 				finish(sending, n_sending, ok, &delivered);
 				n_sending = 0;
@@ -187,7 +191,11 @@ static void take_live(const uint8_t *data, size_t len, void *arg)
 	struct nl_snapshot *snap = nl_snapshot_of_segment(data, len, nl_realtime_ns());
 	uint8_t *enc = NULL;
 	size_t enc_len = 0;
-	if (snap && snap->n_points > 0) {
+	if (snap && snap->n_points > 0 && lv->a->no_send) {
+		lv->points += snap->n_points;
+		if (lv->a->seen)
+			lv->a->seen(data, len, lv->a->seen_arg);
+	} else if (snap && snap->n_points > 0) {
 		snap->scope_name = "nemo.lens";
 		snap->scope_version = NL_VERSION;
 		if (nl_otlp_encode(snap, &enc, &enc_len) == 0 && append(&lv->body, enc, enc_len)) {

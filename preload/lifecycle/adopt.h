@@ -36,6 +36,10 @@ struct nl_adopter {
 	 * --summary keeps them, so that its tables show what was exported. */
 	void (*seen)(const uint8_t *data, size_t len, void *arg);
 	void *seen_arg;
+	/* Nothing is sent and nothing encoded: a segment handed to seen counts
+	 * as delivered. nemolens-run serving its tree to Prometheus alone,
+	 * whose scrape shows what seen kept. */
+	bool no_send;
 };
 
 /* Claims, exports under their own resource (or folds) and removes the

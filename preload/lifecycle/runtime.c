@@ -552,7 +552,7 @@ static void start_on_first_record(void)
 		forget_parent(false);
 	prepare_recording();
 	make_resource();
-	if (cfg.exporter != NL_EXPORTER_NONE)
+	if (cfg.exporter != NL_EXPORTER_NONE || cfg.prometheus_tree)
 		publish_segment();
 	atomic_store(&nl_runtime_kicked, true);
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
@@ -571,6 +571,9 @@ static void start_on_first_record(void)
  * values are cumulative, so what it did not read goes with the next export. */
 static void take_over_export(void)
 {
+	/* Served to Prometheus alone: without its launcher nobody serves it. */
+	if (cfg.exporter == NL_EXPORTER_NONE)
+		return;
 	if (!nl_seg_exporter() || !nl_seg_take_export())
 		return;
 	register_exit_flush();
@@ -660,6 +663,10 @@ static void flush_at_exit(void)
 	 * and a predecessor's (exec) that this image found, when it recorded
 	 * nothing itself. */
 	if (nl_seg_exporter() ? !nl_seg_take_export() : run_exporter && kill((pid_t)run_exporter, 0) == 0)
+		return;
+	/* Served to Prometheus alone and its launcher gone: the segment stays,
+	 * as a killed process's would. */
+	if (cfg.exporter == NL_EXPORTER_NONE)
 		return;
 	NL_KEEP_ERRNO;
 	nl_hooks_bypass = 1;
@@ -861,9 +868,26 @@ NL_LOAD_PATH bool nl_runtime_load(void)
 	proc.pid = getpid();
 
 	nl_registry_set_cardinality_limit(cfg.cardinality_limit);
+	long runner_pid = 0;
+	if (runner && nl_parse_pid(runner, &runner_pid) != 0)
+		runner_pid = 0;
+	/* Prometheus is served by nemolens-run alone, from the segments: a
+	 * process under it records into its segment, as for the tree's OTLP
+	 * export; one that is not has nobody to serve it. */
+	if (cfg.prometheus && runner_pid && cfg.exporter != NL_EXPORTER_CONSOLE)
+		cfg.prometheus_tree = (unsigned)runner_pid;
+	else if (cfg.prometheus && cfg.exporter == NL_EXPORTER_CONSOLE)
+		nl_warn_once("prometheus.console", "OTEL_METRICS_EXPORTER: console and prometheus do not go "
+						   "together; this process writes to the console only");
+	else if (cfg.prometheus)
+		nl_warn_once("prometheus.launcher",
+			     "OTEL_METRICS_EXPORTER=prometheus is served by nemolens-run only; %s",
+			     cfg.exporter == NL_EXPORTER_OTLP ? "this process exports over OTLP alone"
+							       : "nothing of this process is exported");
 	/* Before anything is created in the registry: its arena becomes the
-	 * segment file. Leftovers can only be delivered over OTLP. */
-	if (cfg.exporter == NL_EXPORTER_OTLP && cfg.adopt != NL_ADOPT_OFF) {
+	 * segment file. Leftovers can only be delivered over OTLP, or to the
+	 * launcher that serves Prometheus. */
+	if ((cfg.exporter == NL_EXPORTER_OTLP || cfg.prometheus_tree) && cfg.adopt != NL_ADOPT_OFF) {
 		delivery_key = nl_seg_delivery_key(&cfg);
 		can_adopt = nl_seg_open(&cfg) == 0;
 	}
@@ -877,11 +901,8 @@ NL_LOAD_PATH bool nl_runtime_load(void)
 	nl_memsampler_init(&cfg);
 	/* nemolens-run reads segments as they are (cumulative values) and
 	 * samples memory for them (memtrees.h), to its own collector. */
-	if (runner && can_adopt && cfg.adopt == NL_ADOPT_OWN && !cfg.delta_counters && !cfg.delta_histograms) {
-		long pid;
-		if (nl_parse_pid(runner, &pid) == 0)
-			run_exporter = (uint32_t)pid;
-	}
+	if (runner_pid && can_adopt && cfg.adopt == NL_ADOPT_OWN && !cfg.delta_counters && !cfg.delta_histograms)
+		run_exporter = (uint32_t)runner_pid;
 	mark_tree();
 	/* A predecessor's segment, which this image's exit delivers: a fork
 	 * child must not deliver it too. Most often there is none. */
