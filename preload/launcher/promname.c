@@ -52,7 +52,7 @@ static const char *const units[][2] = {
 
 /* After a '/', a unit of time is singular: bytes per second. */
 static const char *const per_units[][2] = {
-	{ "s", "second" }, { "m", "minute" }, { "h", "hour" }, { "d", "day" },
+	{ "s", "second" }, { "m", "minute" }, { "min", "minute" }, { "h", "hour" }, { "d", "day" },
 	{ "w", "week" },   { "mo", "month" }, { "y", "year" },
 };
 
