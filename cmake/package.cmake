@@ -6,8 +6,9 @@
 #
 # Depends: what dpkg-shlibdeps finds in the ELF files, plus the runtime
 # packages of libcurl, which the export module opens with dlopen
-# (exporter/curl_dl.c), and of libunwind, which the shim opens at its first
-# call site (preload/base/unwind.c): no ELF file names them. Nothing is activated on install: no maintainer
+# (exporter/curl_dl.c), of libunwind, which the shim opens at its first
+# call site (preload/base/unwind.c), and of libmicrohttpd, which
+# nemolens-run opens for its Prometheus endpoint: no ELF file names them. Nothing is activated on install: no maintainer
 # scripts touch /etc/ld.so.preload (docs/install.md).
 
 # Files Debian wants in every package's doc directory.
@@ -47,9 +48,9 @@ set(CPACK_DEBIAN_FILE_NAME DEB-DEFAULT)
 set(CPACK_DEBIAN_PACKAGE_SECTION devel)
 set(CPACK_DEBIAN_PACKAGE_PRIORITY optional)
 set(CPACK_DEBIAN_PACKAGE_SHLIBDEPS ON)
-# libcurl.so.4 and libunwind.so.8 are opened with dlopen: dpkg-shlibdeps
-# cannot see them.
-set(CPACK_DEBIAN_PACKAGE_DEPENDS "libcurl4, libunwind8")
+# libcurl.so.4, libunwind.so.8 and libmicrohttpd.so.12 are opened with
+# dlopen: dpkg-shlibdeps cannot see them.
+set(CPACK_DEBIAN_PACKAGE_DEPENDS "libcurl4, libunwind8, libmicrohttpd12")
 # The shlibs entry of the public libnemolens.so.0 (so packages linked with it
 # depend on this one), and the ldconfig trigger Debian wants for libraries in
 # the loader's directories.

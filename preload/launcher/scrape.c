@@ -1,5 +1,9 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* nemolens-run's Prometheus endpoint (scrape.h), on libmicrohttpd. */
+/* nemolens-run's Prometheus endpoint (scrape.h), on libmicrohttpd.
+ *
+ * libmicrohttpd is opened when the endpoint starts, not linked: linked, it
+ * and the TLS library it brings (gnutls and some ten more) would be mapped
+ * at every start of nemolens-run, about 2 ms, scraped or not. */
 #include "scrape.h"
 
 #include <arpa/inet.h>
@@ -14,8 +18,27 @@
 #include <microhttpd.h>
 
 #include "exposition.h"
+#include "lazylib.h"
 #include "log.h"
 #include "treestore.h"
+
+#define MHD_LIBRARY "libmicrohttpd.so.12"
+
+/* The functions used, in the order of their names below. */
+static struct {
+	__typeof__(MHD_start_daemon) *start_daemon;
+	__typeof__(MHD_stop_daemon) *stop_daemon;
+	__typeof__(MHD_create_response_from_buffer) *create_response_from_buffer;
+	__typeof__(MHD_add_response_header) *add_response_header;
+	__typeof__(MHD_queue_response) *queue_response;
+	__typeof__(MHD_destroy_response) *destroy_response;
+	__typeof__(MHD_lookup_connection_value) *lookup_connection_value;
+	__typeof__(MHD_get_connection_info) *get_connection_info;
+} mhd;
+static const char mhd_names[] = "MHD_start_daemon\0MHD_stop_daemon\0MHD_create_response_from_buffer\0"
+				"MHD_add_response_header\0MHD_queue_response\0MHD_destroy_response\0"
+				"MHD_lookup_connection_value\0MHD_get_connection_info";
+static struct nl_lazylib mhd_lib;
 
 /* Bounds on what a client may cost: connections at once, seconds of
  * silence before one is closed, bytes of request head (beyond it
@@ -47,14 +70,14 @@ static bool is_loopback(const struct sockaddr *sa)
 static enum MHD_Result reply(struct MHD_Connection *c, unsigned status, const char *text, const char *allow)
 {
 	struct MHD_Response *r =
-		MHD_create_response_from_buffer(strlen(text), (void *)(uintptr_t)text, MHD_RESPMEM_PERSISTENT);
+		mhd.create_response_from_buffer(strlen(text), (void *)(uintptr_t)text, MHD_RESPMEM_PERSISTENT);
 	if (!r)
 		return MHD_NO;
-	MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, "text/plain; charset=utf-8");
+	mhd.add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, "text/plain; charset=utf-8");
 	if (allow)
-		MHD_add_response_header(r, MHD_HTTP_HEADER_ALLOW, allow);
-	enum MHD_Result ret = MHD_queue_response(c, status, r);
-	MHD_destroy_response(r);
+		mhd.add_response_header(r, MHD_HTTP_HEADER_ALLOW, allow);
+	enum MHD_Result ret = mhd.queue_response(c, status, r);
+	mhd.destroy_response(r);
 	return ret;
 }
 
@@ -62,14 +85,14 @@ static enum MHD_Result reply(struct MHD_Connection *c, unsigned status, const ch
  * names it first, with the text format as its fallback). */
 static bool wants_openmetrics(struct MHD_Connection *c)
 {
-	const char *accept = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_ACCEPT);
+	const char *accept = mhd.lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_ACCEPT);
 	return accept && strstr(accept, "application/openmetrics-text") != NULL;
 }
 
 static bool announces_body(struct MHD_Connection *c)
 {
-	const char *len = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
-	return MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_TRANSFER_ENCODING) ||
+	const char *len = mhd.lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
+	return mhd.lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_TRANSFER_ENCODING) ||
 	       (len && strspn(len, "0") != strlen(len));
 }
 
@@ -77,7 +100,7 @@ static enum MHD_Result answer(void *cls, struct MHD_Connection *c, const char *u
 			      const char *version, const char *upload, size_t *upload_size, void **req)
 {
 	(void)cls, (void)version, (void)upload, (void)upload_size, (void)req;
-	const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+	const union MHD_ConnectionInfo *ci = mhd.get_connection_info(c, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
 	if (server.loopback_only && (!ci || !ci->client_addr || !is_loopback(ci->client_addr)))
 		return reply(c, MHD_HTTP_FORBIDDEN, "only loopback clients may scrape this endpoint\n", NULL);
 	bool head = strcmp(method, MHD_HTTP_METHOD_HEAD) == 0;
@@ -98,14 +121,14 @@ static enum MHD_Result answer(void *cls, struct MHD_Connection *c, const char *u
 		nl_promtext_put(&t, "", 0);
 	if (!t.p)
 		return reply(c, MHD_HTTP_INTERNAL_SERVER_ERROR, "out of memory\n", NULL);
-	struct MHD_Response *r = MHD_create_response_from_buffer(t.len, t.p, MHD_RESPMEM_MUST_FREE);
+	struct MHD_Response *r = mhd.create_response_from_buffer(t.len, t.p, MHD_RESPMEM_MUST_FREE);
 	if (!r) {
 		nl_promtext_free(&t);
 		return MHD_NO;
 	}
-	MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, om ? NL_EXPOSITION_OPENMETRICS : NL_EXPOSITION_TEXT);
-	enum MHD_Result ret = MHD_queue_response(c, MHD_HTTP_OK, r);
-	MHD_destroy_response(r);
+	mhd.add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, om ? NL_EXPOSITION_OPENMETRICS : NL_EXPOSITION_TEXT);
+	enum MHD_Result ret = mhd.queue_response(c, MHD_HTTP_OK, r);
+	mhd.destroy_response(r);
 	return ret;
 }
 
@@ -138,6 +161,10 @@ static struct addrinfo *resolve(const char *host, char *why, unsigned long why_s
 
 int scrape_start(const char *host, long port, char *why, unsigned long why_size)
 {
+	if (!nl_lazylib_open(&mhd_lib, MHD_LIBRARY, mhd_names, &mhd, sizeof mhd / sizeof(void *), 0)) {
+		snprintf(why, why_size, "cannot load " MHD_LIBRARY " (Debian's libmicrohttpd12)");
+		return -1;
+	}
 	snprintf(why, why_size, "%s: no address", host);
 	struct addrinfo *list = resolve(host, why, why_size);
 	for (struct addrinfo *a = list; a && !server.daemon; a = a->ai_next) {
@@ -150,7 +177,7 @@ int scrape_start(const char *host, long port, char *why, unsigned long why_size)
 		else
 			((struct sockaddr_in6 *)&addr)->sin6_port = htons((uint16_t)port);
 		unsigned flags = MHD_USE_AUTO_INTERNAL_THREAD | (a->ai_family == AF_INET6 ? MHD_USE_IPv6 : 0);
-		server.daemon = MHD_start_daemon(flags, (uint16_t)port, NULL, NULL, answer, NULL, MHD_OPTION_SOCK_ADDR,
+		server.daemon = mhd.start_daemon(flags, (uint16_t)port, NULL, NULL, answer, NULL, MHD_OPTION_SOCK_ADDR,
 						 (struct sockaddr *)&addr, MHD_OPTION_CONNECTION_LIMIT,
 						 (unsigned)MAX_CONNECTIONS, MHD_OPTION_CONNECTION_TIMEOUT,
 						 (unsigned)IDLE_SECONDS, MHD_OPTION_CONNECTION_MEMORY_LIMIT,
@@ -174,6 +201,6 @@ int scrape_start(const char *host, long port, char *why, unsigned long why_size)
 void scrape_stop(void)
 {
 	if (server.daemon)
-		MHD_stop_daemon(server.daemon);
+		mhd.stop_daemon(server.daemon);
 	server.daemon = NULL;
 }
