@@ -5,7 +5,7 @@
       --target judge=http://127.0.0.1:P2/v1/work --requests 200 --limit 4 \
       [--close-ratio 0.25] [--force-close] [--concurrency 32] \
       [--extra ghost=http://127.0.0.1:P3/,6] [--extra slow=http://127.0.0.1:P4/,3] \
-      [--connect-timeout 0.3] [--linger 0]
+      [--connect-timeout 0.3] [--linger 0] [--hold FILE]
 
 `--requests` are spread round-robin over the targets; with `--close-ratio` a
 share of them asks the server to close the connection afterwards
@@ -19,6 +19,9 @@ OpenAI client does.
 `--linger S` keeps the process alive S seconds after the workload, so the
 shim exports once more while it lives: a series first recorded in the last
 export interval then has two samples, which rate() needs.
+`--hold FILE` then keeps it alive until FILE exists: under nemolens-run
+--prometheus the endpoint that serves its values ends with the program, so
+the program must live until Prometheus has scraped them.
 Prints one JSON line: {"ok": {name: n}, "failed": {name: {error: n}},
 "requests": {"host:port": n}, "pool": {"host:port ok|abandoned": [waits, total ms]},
 "models": {model: {"calls", "streams", "input", "output", "ttfc_ms"}}}: "models" is
@@ -34,6 +37,7 @@ import argparse
 import asyncio
 import errno
 import json
+import os
 import random
 import sys
 import time
@@ -182,6 +186,7 @@ def main():
     ap.add_argument("--connect-timeout", type=float, default=0.3)
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--linger", type=float, default=0.0)
+    ap.add_argument("--hold", help="after the workload and --linger, wait until this file exists")
     args = ap.parse_args()
     try:
         result = asyncio.run(run(args))
@@ -190,6 +195,8 @@ def main():
         sys.exit(1)
     print(json.dumps(result), flush=True)
     time.sleep(args.linger)
+    while args.hold and not os.path.exists(args.hold):
+        time.sleep(0.05)
 
 
 if __name__ == "__main__":
