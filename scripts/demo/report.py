@@ -1,18 +1,27 @@
 # SPDX-License-Identifier: Apache-2.0
-"""Query the demo's VictoriaMetrics and print a summary table.
+"""Query the demo's VictoriaMetrics (or Prometheus) and print a summary table.
 
   /usr/bin/python3 report.py --vm http://127.0.0.1:PORT --accepted '{"policy": 31, ...}' \
       --dests policy,judge,ghost,slow [--timeout 30]
+  /usr/bin/python3 report.py --prometheus http://127.0.0.1:PORT ...   (the same tables)
 
 `--accepted` is the server's own count of accepted connections per destination
 (ground truth, shown next to the shim's count of connections opened), `--client`
 the client's own result (its requests per destination are the truth next to
 connect_total); the report first waits (bounded) until VictoriaMetrics shows at
 least that many for those destinations.
+
+With --vm the series are the shim's own OTLP names, which VictoriaMetrics
+keeps; with --prometheus they are what nemolens-run's Prometheus endpoint
+made of them (docs/export.md, "Prometheus"). The queries below name metrics
+and attributes as the shim does either way, and the backend classes turn
+them into the series and labels of their store.
 """
 import argparse
+import datetime
 import json
 import math
+import re
 import sys
 import time
 import urllib.error
@@ -36,8 +45,13 @@ ROLLOUT, VERIFY, SUCCESS = "gym.rollout.duration_ms", "gym.verify.duration_ms", 
 
 
 class VM:
+    """VictoriaMetrics fed over OTLP: series and labels keep the shim's names."""
+    title = "VictoriaMetrics"
+    arrived = "ingested"
+
     def __init__(self, url):
         self.url = url
+        self.missing = set()
 
     def get(self, path, **params):
         q = urllib.parse.urlencode(params)
@@ -51,12 +65,123 @@ class VM:
             raise RuntimeError(f"{promql}: {body}")
         return body["data"]["result"]
 
-    def by(self, promql, *labels):
+    def by(self, promql, *attrs):
+        labels = [self.label(a) for a in attrs]
         return {tuple(r["metric"].get(label) for label in labels) if len(labels) > 1 else r["metric"].get(labels[0]):
                 float(r["value"][1]) for r in self.query(promql)}
 
     def flush(self):
         self.get("/internal/force_flush")
+
+    # The translation: an instrument's name plus a histogram's _bucket, _sum
+    # or _count, and an attribute's key, as this store names them.
+    def series(self, metric, suffix=""):
+        return metric + suffix
+
+    def label(self, attr):
+        return attr
+
+    def labels(self, *attrs):
+        return ", ".join(self.label(a) for a in attrs)
+
+    def sel(self, metric, suffix="", service=None):
+        """The selector of one series name, of one service.name or of all."""
+        where = f', {self.label("service.name")}="{service}"' if service else ""
+        return f'{{__name__="{self.series(metric, suffix)}"{where}}}'
+
+    def names_under(self, prefix):
+        names = self.get("/api/v1/label/__name__/values")["data"]
+        return [n for n in names if n.startswith(self.series(prefix))]
+
+    def labels_line(self, services):
+        return (f"labels: {DEST}, {OUTCOME}, le; resource: service.name={','.join(sorted(services))}, "
+                "service.instance.id, process.pid, ...")
+
+
+class Prometheus(VM):
+    """Prometheus scraping nemolens-run's endpoints, whose names follow the
+    OpenTelemetry specification's Prometheus compatibility: invalid
+    characters as one '_', the unit spelled out and appended, _total after
+    a counter's name. Which unit a metric has is the shim's business, so
+    the series name is not guessed: it is looked up among the names
+    Prometheus holds, as the cleaned name followed by the suffixes the
+    translation may add."""
+    title = "Prometheus"
+    arrived = "scraped"
+    # The units nemolens-run spells out (promname.c); "ratio" is a gauge's "1".
+    UNITS = ("days|hours|minutes|seconds|milliseconds|microseconds|nanoseconds|bytes|kibibytes|mebibytes|"
+             "gibibytes|tebibytes|kilobytes|megabytes|gigabytes|terabytes|meters|volts|amperes|joules|watts|"
+             "grams|celsius|hertz|percent|ratio")
+    PER = "second|minute|hour|day|week|month|year"
+    # Resource attributes are not labels of the samples, except these two,
+    # which every sample carries under Prometheus' own names.
+    RESOURCE = {"service.name": "job", "service.instance.id": "instance"}
+
+    def __init__(self, url):
+        super().__init__(url)
+        self.known = []
+
+    def flush(self):
+        """What VictoriaMetrics' force_flush is to the report: the values the
+        processes hold now become queryable. Here that takes a scrape of
+        every target that starts after now (bounded: a target that is never
+        scraped again shows what it had)."""
+        since = time.time()
+        deadline = time.monotonic() + 5
+        while time.monotonic() < deadline:
+            targets = self.get("/api/v1/targets", state="active")["data"]["activeTargets"]
+            if all(self.scraped_at(t["lastScrape"]) > since for t in targets):
+                return
+            time.sleep(0.2)
+
+    @staticmethod
+    def scraped_at(stamp):
+        """Seconds since the epoch of an RFC 3339 time as Prometheus writes it
+        (nanoseconds, 'Z' or an offset); Python reads microseconds at most."""
+        m = re.fullmatch(r"([^.]+?)(?:\.(\d+))?(Z|[+-]\d\d:\d\d)", stamp)
+        if not m:
+            return 0.0
+        base = datetime.datetime.fromisoformat(m.group(1) + ("+00:00" if m.group(3) == "Z" else m.group(3)))
+        return base.timestamp() + float("0." + (m.group(2) or "0"))
+
+    @staticmethod
+    def clean(name):
+        return re.sub(r"_+", "_", re.sub(r"[^A-Za-z0-9_]", "_", name))
+
+    def series(self, metric, suffix=""):
+        stem = self.clean(metric)
+        if stem[:1].isdigit():
+            stem = "_" + stem
+        stem = stem[:-len("_total")] if stem.endswith("_total") else stem
+        name = re.compile(re.escape(stem) + rf"(?:_(?:{self.UNITS}))?(?:_per_(?:{self.PER}))?(?:_total)?"
+                          + re.escape(suffix))
+        hits = [n for n in self.known if name.fullmatch(n)]
+        if not hits:
+            # A series seen for the first time since the last look.
+            self.known = self.get("/api/v1/label/__name__/values")["data"]
+            hits = [n for n in self.known if name.fullmatch(n)]
+        if len(hits) > 1:
+            raise RuntimeError(f"{metric}{suffix} is ambiguous in Prometheus: {', '.join(hits)}")
+        if not hits:
+            # Not there (yet): a name that matches nothing, and said so at the end.
+            self.missing.add(metric + suffix)
+            return stem + suffix
+        self.missing.discard(metric + suffix)
+        return hits[0]
+
+    def label(self, attr):
+        if attr in self.RESOURCE:
+            return self.RESOURCE[attr]
+        key = self.clean(attr)
+        return "key_" + key if key[:1].isdigit() else key
+
+    def names_under(self, prefix):
+        self.known = self.get("/api/v1/label/__name__/values")["data"]
+        return [n for n in self.known if n.startswith(self.clean(prefix))]
+
+    def labels_line(self, services):
+        return (f"labels: {self.labels(DEST, OUTCOME)}, le, job={','.join(sorted(services))}, instance; "
+                "the rest of the resource (process_pid, ...) only on target_info")
 
 
 def fmt_n(v):
@@ -81,7 +206,9 @@ def table(headers, rows, aligns):
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--vm", required=True)
+    store = ap.add_mutually_exclusive_group(required=True)
+    store.add_argument("--vm", help="VictoriaMetrics base URL")
+    store.add_argument("--prometheus", help="Prometheus base URL")
     ap.add_argument("--accepted", default="{}")
     ap.add_argument("--expected", default="{}", help="known connects per destination without a server count")
     ap.add_argument("--dests", required=True)
@@ -90,7 +217,15 @@ def main():
     ap.add_argument("--pool-dests", default="", help="name=host:port,...: which destination each of the "
                     "client's pool-wait keys is")
     args = ap.parse_args()
-    vm = VM(args.vm)
+    vm = VM(args.vm) if args.vm else Prometheus(args.prometheus)
+    try:
+        report(vm, args)
+    except (OSError, RuntimeError, ValueError, urllib.error.URLError) as e:
+        print(f"report: cannot query {vm.title}: {e}", file=sys.stderr)
+        sys.exit(1)
+
+
+def report(vm, args):
     dests = args.dests.split(",")
     accepted = json.loads(args.accepted)
     expected = dict(json.loads(args.expected), **accepted)
@@ -104,30 +239,28 @@ def main():
     for hostport, n in client_result.get("requests", {}).items():
         d = dest_of.get(hostport, "external")
         requests[d] = requests.get(d, 0) + n
-    client = 'service.name="demo-client"'
-    q_connect = f'sum by ({DEST}) ({{__name__="{CONNECT}", {client}}})'
-    q_opened = f'sum by ({DEST}) ({{__name__="{OPENED}", {client}}})'
+    client = "demo-client"
     deadline = time.monotonic() + args.timeout
     t0 = time.monotonic()
     while True:
         vm.flush()
-        connects = vm.by(q_connect, DEST)
-        opened = vm.by(q_opened, DEST)
+        connects = vm.by(f'sum by ({vm.labels(DEST)}) ({vm.sel(CONNECT, "", client)})', DEST)
+        opened = vm.by(f'sum by ({vm.labels(DEST)}) ({vm.sel(OPENED, "", client)})', DEST)
         if (all(connects.get(d, 0) >= n for d, n in requests.items()) and
                 all(opened.get(d, 0) >= n for d, n in expected.items())) or time.monotonic() > deadline:
             break
         time.sleep(0.25)
     waited = time.monotonic() - t0
 
-    queued = vm.by(f'sum by ({DEST}, {OUTCOME}) ({{__name__="{QUEUE}_count", {client}}})', DEST, OUTCOME)
-    wsum = vm.by(f'sum by ({DEST}) ({{__name__="{QUEUE}_sum", {client}}})', DEST)
-    wcount = vm.by(f'sum by ({DEST}) ({{__name__="{QUEUE}_count", {client}}})', DEST)
-    p50 = vm.by(f'histogram_quantile(0.5, sum by (le, {DEST}) ({{__name__="{QUEUE}_bucket", {client}}}))', DEST)
-    p99 = vm.by(f'histogram_quantile(0.99, sum by (le, {DEST}) ({{__name__="{QUEUE}_bucket", {client}}}))', DEST)
-    servers = vm.by(f'sum by ({DEST}) ({{__name__="{CONNECT}", service.name="demo-servers"}})', DEST)
-    names = vm.get("/api/v1/label/__name__/values")["data"]
-    names = [n for n in names if n.startswith("gym.")]
-    services = vm.by(f'count by (service.name) ({{__name__="{CONNECT}"}})', "service.name")
+    dest = vm.labels(DEST)
+    queued = vm.by(f'sum by ({vm.labels(DEST, OUTCOME)}) ({vm.sel(QUEUE, "_count", client)})', DEST, OUTCOME)
+    wsum = vm.by(f'sum by ({dest}) ({vm.sel(QUEUE, "_sum", client)})', DEST)
+    wcount = vm.by(f'sum by ({dest}) ({vm.sel(QUEUE, "_count", client)})', DEST)
+    p50 = vm.by(f'histogram_quantile(0.5, sum by (le, {dest}) ({vm.sel(QUEUE, "_bucket", client)}))', DEST)
+    p99 = vm.by(f'histogram_quantile(0.99, sum by (le, {dest}) ({vm.sel(QUEUE, "_bucket", client)}))', DEST)
+    servers = vm.by(f'sum by ({dest}) ({vm.sel(CONNECT, "", "demo-servers")})', DEST)
+    names = vm.names_under("gym.")
+    services = vm.by(f'count by ({vm.labels("service.name")}) ({vm.sel(CONNECT)})', "service.name")
 
     def match(got, truth):
         return "" if truth is None or got is None else ("ok" if int(got) == int(truth) else "MISMATCH")
@@ -143,9 +276,8 @@ def main():
         rows.append([d, fmt_n(c), fmt_n(requests.get(d)), match(c, requests.get(d)), fmt_n(o), fmt_n(truth),
                      match(o, truth), fmt_n(queued.get((d, "ok"))), fmt_n(queued.get((d, "abandoned"))), share,
                      fmt_ms(p50.get(d)), fmt_ms(p99.get(d)), fmt_ms(mean)])
-    print(f"VictoriaMetrics series ({waited:.1f} s until ingested): {', '.join(sorted(names))}")
-    print(f"  labels: {DEST}, {OUTCOME}, le; resource: service.name={','.join(sorted(services))}, "
-          "service.instance.id, process.pid, ...")
+    print(f"{vm.title} series ({waited:.1f} s until {vm.arrived}): {', '.join(sorted(names))}")
+    print("  " + vm.labels_line(services))
     print()
     print(table(["destination", "connect_total", "requests", "", "opened", "truth", "", "queued ok", "abandoned",
                  "share", "wait p50 ms", "p99 ms", "mean ms"], rows, "<>><>><>>>>>>"))
@@ -166,6 +298,10 @@ def main():
             bad += pool_report(vm, client_result, dest_of)
         bad += http_report(vm, client_result, args.timeout)
         bad += model_report(vm, client_result, args.timeout)
+    if vm.missing:
+        # Said, not hidden: the figures of these show as "-" above.
+        print()
+        print(f"  not in {vm.title}: {', '.join(sorted(vm.missing))}")
     if bad:
         sys.exit(2)
 
@@ -173,10 +309,9 @@ def main():
 def pool_report(vm, client, dest_of):
     """Pool waits per destination, outcome and constraint, next to what the
     client's own aiohttp trace signals saw."""
-    sel = 'service.name="demo-client"'
-    key = f"{DEST}, {OUTCOME}, {CONSTRAINT}"
-    count = vm.by(f'sum by ({key}) ({{__name__="{QUEUE}_count", {sel}}})', DEST, OUTCOME, CONSTRAINT)
-    total = vm.by(f'sum by ({key}) ({{__name__="{QUEUE}_sum", {sel}}})', DEST, OUTCOME, CONSTRAINT)
+    key = vm.labels(DEST, OUTCOME, CONSTRAINT)
+    count = vm.by(f'sum by ({key}) ({vm.sel(QUEUE, "_count", "demo-client")})', DEST, OUTCOME, CONSTRAINT)
+    total = vm.by(f'sum by ({key}) ({vm.sel(QUEUE, "_sum", "demo-client")})', DEST, OUTCOME, CONSTRAINT)
     truth = {}
     for k, (n, ms) in client.get("pool", {}).items():
         hostport, outcome = k.rsplit(" ", 1)
@@ -221,19 +356,19 @@ def http_report(vm, client, timeout):
             if err.startswith("http_"):
                 key = (route, method, err[5:])
                 truth[key] = truth.get(key, 0) + n
-    sel = 'service.name="demo-servers"'
-    q = f'sum by ({ROUTE}, {METHOD}, {STATUS}) ({{__name__="{SERVER}_count", {sel}}})'
+    sel = "demo-servers"
     deadline = time.monotonic() + timeout
     while True:
         vm.flush()
-        counts = vm.by(q, ROUTE, METHOD, STATUS)
+        counts = vm.by(f'sum by ({vm.labels(ROUTE, METHOD, STATUS)}) ({vm.sel(SERVER, "_count", sel)})',
+                       ROUTE, METHOD, STATUS)
         if all(counts.get(k, 0) >= n for k, n in truth.items()) or time.monotonic() > deadline:
             break
         time.sleep(0.25)
     # Percentiles per row: route, method and status.
-    per = f"le, {ROUTE}, {METHOD}, {STATUS}"
-    p50 = vm.by(f'histogram_quantile(0.5, sum by ({per}) ({{__name__="{SERVER}_bucket", {sel}}}))', ROUTE, METHOD, STATUS)
-    p99 = vm.by(f'histogram_quantile(0.99, sum by ({per}) ({{__name__="{SERVER}_bucket", {sel}}}))', ROUTE, METHOD, STATUS)
+    per = f"le, {vm.labels(ROUTE, METHOD, STATUS)}"
+    p50 = vm.by(f'histogram_quantile(0.5, sum by ({per}) ({vm.sel(SERVER, "_bucket", sel)}))', ROUTE, METHOD, STATUS)
+    p99 = vm.by(f'histogram_quantile(0.99, sum by ({per}) ({vm.sel(SERVER, "_bucket", sel)}))', ROUTE, METHOD, STATUS)
     rows, bad = [], []
     for key in sorted(set(counts) | set(truth)):
         route, method, status = key
@@ -248,18 +383,17 @@ def http_report(vm, client, timeout):
     print()
     print(table(["route", "method", "status", "requests", "client saw", "", "p50 ms", "p99 ms"], rows,
                 "<<<>><>>"))
-    csel = 'service.name="demo-client"'
-    per_dest = vm.by(f'sum by ({DEST}, {STATUS}) ({{__name__="{CLIENT}_count", {csel}}})', DEST, STATUS)
+    per_dest = vm.by(f'sum by ({vm.labels(DEST, STATUS)}) ({vm.sel(CLIENT, "_count", "demo-client")})', DEST, STATUS)
     print()
     print("  client side (http.client.request.duration): " +
           ", ".join(f"{d} {s} x{int(n)}" for (d, s), n in sorted(per_dest.items())))
     def scalar(promql):
         r = vm.query(promql)
         return float(r[0]["value"][1]) if r else None
-    rollouts = scalar(f'sum({{__name__="{ROLLOUT}_count", {sel}}})')
-    verifies = scalar(f'sum({{__name__="{VERIFY}_count", {sel}}})')
-    rate = scalar(f'max({{__name__="{SUCCESS}", {sel}}})')
-    vmean = scalar(f'sum({{__name__="{VERIFY}_sum", {sel}}}) / sum({{__name__="{VERIFY}_count", {sel}}})')
+    rollouts = scalar(f'sum({vm.sel(ROLLOUT, "_count", sel)})')
+    verifies = scalar(f'sum({vm.sel(VERIFY, "_count", sel)})')
+    rate = scalar(f'max({vm.sel(SUCCESS, "", sel)})')
+    vmean = scalar(f'sum({vm.sel(VERIFY, "_sum", sel)}) / sum({vm.sel(VERIFY, "_count", sel)})')
     if rate is None:
         print("  Gym endpoints: none seen")
     else:
@@ -280,25 +414,25 @@ def model_report(vm, client, timeout):
     truth = client.get("models", {})
     if not truth:
         return []
-    csel, ssel = 'service.name="demo-client"', 'service.name="demo-servers"'
+    csel, ssel = "demo-client", "demo-servers"
 
-    def per_model(name, sel, *labels):
-        return vm.by(f'sum by ({", ".join(labels)}) ({{__name__="{name}", {sel}}})', *labels)
+    def per_model(name, suffix, sel, *attrs):
+        return vm.by(f'sum by ({vm.labels(*attrs)}) ({vm.sel(name, suffix, sel)})', *attrs)
 
     deadline = time.monotonic() + timeout
     while True:
         vm.flush()
-        calls = per_model(f"{OPERATION}_count", csel, MODEL)
+        calls = per_model(OPERATION, "_count", csel, MODEL)
         if all(calls.get(m, 0) >= t["calls"] for m, t in truth.items()) or time.monotonic() > deadline:
             break
         time.sleep(0.25)
-    tokens = {side: per_model(f"{TOKENS}_sum", sel, MODEL, TOKEN_TYPE) for side, sel in (("client", csel),
-                                                                                          ("server", ssel))}
-    ttfc = per_model(f"{TTFC}_sum", csel, MODEL)
-    ttfc_n = per_model(f"{TTFC}_count", csel, MODEL)
-    ttft = per_model(f"{TTFT}_sum", ssel, MODEL)
-    ttft_n = per_model(f"{TTFT}_count", ssel, MODEL)
-    gym = vm.by(f'sum by ({GYM_TOKEN_TYPE}) ({{__name__="{GYM_TOKENS}_sum", {ssel}}})', GYM_TOKEN_TYPE)
+    tokens = {side: per_model(TOKENS, "_sum", sel, MODEL, TOKEN_TYPE) for side, sel in (("client", csel),
+                                                                                         ("server", ssel))}
+    ttfc = per_model(TTFC, "_sum", csel, MODEL)
+    ttfc_n = per_model(TTFC, "_count", csel, MODEL)
+    ttft = per_model(TTFT, "_sum", ssel, MODEL)
+    ttft_n = per_model(TTFT, "_count", ssel, MODEL)
+    gym = per_model(GYM_TOKENS, "_sum", ssel, GYM_TOKEN_TYPE)
     rows, bad = [], []
 
     def check(got, want, what):
@@ -337,8 +471,4 @@ def model_report(vm, client, timeout):
     return bad
 
 if __name__ == "__main__":
-    try:
-        main()
-    except (OSError, RuntimeError, ValueError, urllib.error.URLError) as e:
-        print(f"report: cannot query VictoriaMetrics: {e}", file=sys.stderr)
-        sys.exit(1)
+    main()
