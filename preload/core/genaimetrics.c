@@ -152,9 +152,13 @@ static const char token_type[][10] NL_COLD_RODATA = { "input", "output", "reason
 enum { D_CHAT, D_RESPONSES, D_MESSAGES, D_UNKNOWN };
 static const char dialect_text[][10] NL_COLD_RODATA = { "chat", "responses", "messages", "unknown" };
 
-enum { O_OK, O_TIMEOUT, O_RATE_LIMIT, O_AUTH, O_NOT_FOUND, O_CLIENT_ERROR, O_UPSTREAM_ERROR, O_PARSE_ERROR, O_NONE };
+enum {
+	O_OK, O_TIMEOUT, O_RATE_LIMIT, O_AUTH, O_NOT_FOUND, O_CLIENT_ERROR, O_UPSTREAM_ERROR, O_PARSE_ERROR,
+	O_CONNECTION, O_INCOMPLETE, O_TRUNCATED, O_NONE
+};
 static const char outcome_text[][20] NL_COLD_RODATA = { "ok", "timeout", "rate_limit", "auth", "not_found", "client_error",
-					   "upstream_error", "capture_parse_error" };
+					   "upstream_error", "capture_parse_error", "connection",
+					   "incomplete", "stream_truncated" };
 
 /* What a series is: which instrument and the ids of its attributes. */
 struct key {
@@ -311,13 +315,62 @@ static unsigned dialect_of(unsigned op)
 	return D_UNKNOWN;
 }
 
-/* NeMo Gym's outcome of a status (O_NONE: none, the connection ended first). */
-static unsigned outcome_of(unsigned status, const struct nl_genai_result *resp)
+/* How a stream ended, in its dialect's terms (NeMo Gym's capture): the
+ * first of the dialect's end events that came. */
+enum { END_NONE, END_COMPLETE, END_INCOMPLETE, END_ERROR };
+
+static unsigned stream_end(const struct nl_genai_result *r, unsigned dialect)
 {
+	/* Per dialect: the end events it knows, and what each means. */
+	static const uint8_t ends[3][4][2] NL_COLD_RODATA = {
+		[D_CHAT] = { { NL_GENAI_END_DONE, END_COMPLETE }, { NL_GENAI_END_EVENT_ERROR, END_ERROR },
+			     { NL_GENAI_END_DATA_ERROR, END_ERROR }, { NL_GENAI_END_N, END_NONE } },
+		[D_RESPONSES] = { { NL_GENAI_END_RESPONSE_COMPLETED, END_COMPLETE },
+				  { NL_GENAI_END_RESPONSE_INCOMPLETE, END_INCOMPLETE },
+				  { NL_GENAI_END_RESPONSE_FAILED, END_ERROR }, { NL_GENAI_END_EVENT_ERROR, END_ERROR } },
+		[D_MESSAGES] = { { NL_GENAI_END_MESSAGE_STOP, END_COMPLETE }, { NL_GENAI_END_EVENT_ERROR, END_ERROR },
+				 { NL_GENAI_END_N, END_NONE }, { NL_GENAI_END_N, END_NONE } },
+	};
+	unsigned end = END_NONE, at = 0;
+	for (unsigned i = 0; i < 4 && dialect < 3; i++) {
+		unsigned kind = ends[dialect][i][0];
+		if (kind < NL_GENAI_END_N && r->end_at[kind] && (!at || r->end_at[kind] < at)) {
+			at = r->end_at[kind];
+			end = ends[dialect][i][1];
+		}
+	}
+	return end;
+}
+
+/* Whether a response is a stream: an event stream's bytes, or, with none
+ * to tell, the request asked for one. */
+static bool is_stream(const struct nl_genai_call *x)
+{
+	return x->resp->kind == NL_GENAI_KIND_SSE ||
+	       (x->resp->kind == NL_GENAI_KIND_NONE && x->req && x->req->stream == 1);
+}
+
+/* NeMo Gym's outcome of a call, decided as its capture decides it: the
+ * status first, then how a stream ended, then whether the body was read. */
+static unsigned outcome_of(const struct nl_genai_call *x, unsigned dialect)
+{
+	unsigned status = x->status;
 	if (!status)
-		return O_NONE;
-	if (status / 100 == 2)
-		return resp->kind == NL_GENAI_KIND_UNREAD || resp->kind == NL_GENAI_KIND_NONE ? O_PARSE_ERROR : O_OK;
+		return O_CONNECTION;    /* the client left, or the server, before any answer */
+	if (status < 400) {
+		if (is_stream(x)) {
+			switch (stream_end(x->resp, dialect)) {
+			case END_ERROR:
+				return O_UPSTREAM_ERROR;
+			case END_INCOMPLETE:
+				return O_INCOMPLETE;
+			case END_NONE:
+				return O_TRUNCATED;
+			}
+			return O_OK;
+		}
+		return x->resp->kind == NL_GENAI_KIND_UNREAD ? O_PARSE_ERROR : O_OK;
+	}
 	if (status == 408 || status == 504)
 		return O_TIMEOUT;
 	if (status == 429)
@@ -355,7 +408,7 @@ static const char status_digits[] = "0123456789";
 
 static unsigned error_of(const struct nl_genai_call *x)
 {
-	if (!x->status)
+	if (x->aborted)
 		return intern(&errors, "connection_closed", 17);
 	if (x->status >= 400) {
 		char t[3] = { status_digits[x->status / 100 % 10], status_digits[x->status / 10 % 10],
@@ -393,7 +446,7 @@ void nl_genai_record(const struct nl_genai_call *x)
 		.port = x->client ? x->port : 0,
 	};
 	double s = (double)x->duration_ns / 1e9;
-	bool ok = x->status / 100 == 2 && !resp->error;
+	bool ok = x->status / 100 == 2 && !resp->error && !x->aborted;
 	bool stream = resp->kind == NL_GENAI_KIND_SSE;
 	int64_t in = nl_genai_input_tokens(resp), out = nl_genai_output_tokens(resp);
 
@@ -410,30 +463,31 @@ void nl_genai_record(const struct nl_genai_call *x)
 		hist(&k, W_TOKENS, (double)out);
 	}
 	k.token = TOK_NONE;
-	if (stream && ok && x->first_content_ns >= 0) {
+	/* Every stream has its first chunk (the client's figure) and, once a
+	 * token came, its first token (the server's), however it ended. */
+	if (stream && x->client && x->first_chunk_ns >= 0)
+		hist(&k, W_TTFC, (double)x->first_chunk_ns / 1e9);
+	if (stream && !x->client && x->first_content_ns >= 0) {
 		double first = (double)x->first_content_ns / 1e9;
-		if (x->client) {
-			hist(&k, W_TTFC, first);
-		} else {
-			hist(&k, W_TTFT, first);
-			if (out > 1 && x->duration_ns >= (uint64_t)x->first_content_ns)
-				hist(&k, W_TPOT, (s - first) / (double)(out - 1));
-		}
+		hist(&k, W_TTFT, first);
+		if (ok && out > 1 && x->duration_ns >= (uint64_t)x->first_content_ns)
+			hist(&k, W_TPOT, (s - first) / (double)(out - 1));
 	}
 	if (x->client)
 		return;
 
-	/* NeMo Gym's model-call set: the server side of a call. */
-	unsigned outcome = outcome_of(x->status, resp);
-	if (outcome == O_NONE)
+	/* NeMo Gym's model-call set: the server side of a call, on the paths
+	 * and in the dialects Gym's model server captures. */
+	unsigned dialect = dialect_of(x->op);
+	if (!x->gym || dialect == D_UNKNOWN)
 		return;
-	struct key g = { .dialect = (uint8_t)dialect_of(x->op), .token = TOK_NONE, .req_model = NAME_NONE, .resp_model = NAME_NONE,
+	struct key g = { .dialect = (uint8_t)dialect, .token = TOK_NONE, .req_model = NAME_NONE, .resp_model = NAME_NONE,
 			 .error = NAME_NONE, .finish = NAME_NONE, .host = -1 };
-	g.outcome = (uint8_t)outcome;
+	g.outcome = (uint8_t)outcome_of(x, dialect);
 	hist(&g, W_GYM_DURATION, (double)x->duration_ns / 1e6);
 	g.outcome = O_NONE;
-	if (stream && x->first_body_ns >= 0)
-		hist(&g, W_GYM_TTFT, (double)x->first_body_ns / 1e6);
+	if (stream && x->first_chunk_ns >= 0)
+		hist(&g, W_GYM_TTFT, (double)x->first_chunk_ns / 1e6);
 	int64_t tokens[3] = { in, out, resp->reasoning_tokens };
 	for (unsigned t = 0; t < 3; t++)
 		if (tokens[t] >= 0) {

@@ -50,8 +50,10 @@ struct nl_genai_call {
 	const struct nl_genai_result *req, *resp;
 	uint64_t duration_ns;
 	int64_t first_content_ns;       /* from the request's start to its first content chunk; -1: none */
-	int64_t first_body_ns;          /* to the response's first body bytes; -1: none */
-	uint16_t status;                /* 0: the connection ended first */
+	int64_t first_chunk_ns;         /* to the response's first body chunk, keep-alive comments aside; -1: none */
+	uint16_t status;                /* 0: the connection ended before the response's head */
+	bool aborted;                   /* the connection ended before the response did */
+	bool gym;                       /* a path NeMo Gym's model server captures (nl_genai_gym_path) */
 	uint8_t op;                     /* enum nl_genai_op */
 	bool client;
 	int16_t host;                   /* client: server.address id (httpmetrics.h), -1 unknown */

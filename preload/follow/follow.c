@@ -184,7 +184,8 @@ __attribute__((noinline)) void nl_follow_request_host(struct nl_httpconn *c, con
  * its bodies tapped. */
 static __attribute__((noinline)) void start_call(struct nl_httpconn *c, unsigned slot, const struct nl_h1_event *ev)
 {
-	if (nl_genai_conn_begin(c, slot, nl_genai_target_op(ev->target, ev->target_len))) {
+	if (nl_genai_conn_begin(c, slot, nl_genai_target_op(ev->target, ev->target_len),
+				nl_genai_gym_path(ev->target, ev->target_len))) {
 		c->slots[slot].kind |= NL_PENDING_GENAI;
 		nl_h1_tap(&c->h1);
 	}

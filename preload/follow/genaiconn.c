@@ -18,9 +18,11 @@
 struct exchange {
 	_Atomic uintptr_t owner;        /* the conn's address + slot; 0: free */
 	uint8_t op;
+	bool gym;                       /* a path NeMo Gym's model server captures */
 	bool body_seen;                 /* the response's first body bytes came */
+	bool chunk_seen;                /* ... and its first that is not a keep-alive comment */
 	bool content_seen;
-	uint32_t first_body_us, first_content_us;
+	uint32_t first_chunk_us, first_content_us;
 	struct nl_genaiz req, resp;     /* each holds an inflater of genaiz.c's pool while it inflates */
 };
 
@@ -47,7 +49,7 @@ static struct exchange *find(uintptr_t key)
 	return NULL;
 }
 
-bool nl_genai_conn_begin(struct nl_httpconn *c, unsigned slot, enum nl_genai_op op)
+bool nl_genai_conn_begin(struct nl_httpconn *c, unsigned slot, enum nl_genai_op op, bool gym)
 {
 	uintptr_t key = owner_of(c, slot);
 	/* One left over from the slot's last call (its end never came): reused. */
@@ -65,7 +67,8 @@ bool nl_genai_conn_begin(struct nl_httpconn *c, unsigned slot, enum nl_genai_op 
 			return false;
 	}
 	x->op = (uint8_t)op;
-	x->body_seen = x->content_seen = false;
+	x->gym = gym;
+	x->body_seen = x->chunk_seen = x->content_seen = false;
 	/* A fresh exchange holds no inflater: its bytes were zero, or its
 	 * last owner released them. */
 	nl_genaiz_init(&x->req);
@@ -85,9 +88,14 @@ void nl_genai_conn_body(struct nl_follow_feed *f, const struct nl_h1_event *ev)
 			nl_genaiz_gap(&x->req);
 		return;
 	}
-	if (!x->body_seen) {
-		x->body_seen = true;
-		x->first_body_us = nl_follow_feed_now_us(f);
+	x->body_seen = true;
+	/* The first chunk, as NeMo Gym times it: the first body bytes that
+	 * are not a server's keep-alive comment alone. */
+	static const char keep_alive[] = ": keep-alive\n\n";
+	if (!x->chunk_seen && !(ev->body && ev->body_size == sizeof keep_alive - 1 &&
+				memcmp(ev->body, keep_alive, sizeof keep_alive - 1) == 0)) {
+		x->chunk_seen = true;
+		x->first_chunk_us = nl_follow_feed_now_us(f);
 	}
 	if (!ev->body) {
 		nl_genaiz_gap(&x->resp);
@@ -113,14 +121,24 @@ void nl_genai_conn_finish(struct nl_follow_feed *f, unsigned slot, unsigned stat
 	struct exchange *x = find(owner_of(c, slot));
 	if (!x)
 		return;
-	nl_genaiz_end(&x->resp);
+	/* A connection that ended in the middle of the response: that
+	 * response's head came, and its status is the one being read. */
+	bool aborted = !status;
+	if (aborted)
+		nl_genaiz_cut(&x->resp);
+	else
+		nl_genaiz_end(&x->resp);
+	if (aborted && x->body_seen)
+		status = c->h1.resp.status;
 	struct nl_genai_call call = {
 		.req = &x->req.s.r,
 		.resp = &x->resp.s.r,
 		.duration_ns = duration_ns,
 		.first_content_ns = x->content_seen ? (int64_t)(uint32_t)(x->first_content_us - start_us) * 1000 : -1,
-		.first_body_ns = x->body_seen ? (int64_t)(uint32_t)(x->first_body_us - start_us) * 1000 : -1,
+		.first_chunk_ns = x->chunk_seen ? (int64_t)(uint32_t)(x->first_chunk_us - start_us) * 1000 : -1,
 		.status = (uint16_t)status,
+		.aborted = aborted,
+		.gym = x->gym,
 		.op = x->op,
 		.client = c->side == NL_HTTP_CLIENT,
 		.host = atomic_load_explicit(&c->host, memory_order_relaxed),

@@ -23,9 +23,10 @@
 struct nl_httpconn;
 struct nl_follow_feed;
 
-/* From the sink's REQ_LINE: the request in slot is a model call of op.
- * False when the pool has no room (the call is then not read). */
-bool nl_genai_conn_begin(struct nl_httpconn *c, unsigned slot, enum nl_genai_op op);
+/* From the sink's REQ_LINE: the request in slot is a model call of op, on
+ * a path NeMo Gym's model server captures when gym. False when the pool
+ * has no room (the call is then not read). */
+bool nl_genai_conn_begin(struct nl_httpconn *c, unsigned slot, enum nl_genai_op op, bool gym);
 /* A tapped body's bytes (NL_H1_BODY). */
 void nl_genai_conn_body(struct nl_follow_feed *f, const struct nl_h1_event *ev);
 /* The request's body ended. */

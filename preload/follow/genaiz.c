@@ -238,6 +238,21 @@ void nl_genaiz_gap(struct nl_genaiz *b)
 	stop(b);
 }
 
+void nl_genaiz_cut(struct nl_genaiz *b)
+{
+	/* Its values are not told, as of any compressed body cut short; that
+	 * it was an event stream stays known, as it does of a plain one cut
+	 * short: a stream that did not end. */
+	if (b->mode == M_INFLATE && !pool[b->slot - 1].ended) {
+		bool stream = b->s.r.kind == NL_GENAI_KIND_SSE;
+		stop(b);
+		if (stream)
+			b->s.r.kind = NL_GENAI_KIND_SSE;
+		return;
+	}
+	nl_genaiz_end(b);
+}
+
 void nl_genaiz_end(struct nl_genaiz *b)
 {
 	if (b->mode == M_SNIFF && b->n_held) {

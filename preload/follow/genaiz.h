@@ -46,6 +46,9 @@ unsigned nl_genaiz_feed(struct nl_genaiz *b, const void *buf, size_t n);
 void nl_genaiz_gap(struct nl_genaiz *b);
 /* The body ended (nl_genai_end); its stream goes back to the pool. */
 void nl_genaiz_end(struct nl_genaiz *b);
+/* The body was cut short by its connection's end: as nl_genaiz_end, but a
+ * compressed event stream stays known as one (its values are not told). */
+void nl_genaiz_cut(struct nl_genaiz *b);
 /* Its stream back to the pool, if it holds one (any time, any number of times). */
 void nl_genaiz_release(struct nl_genaiz *b);
 

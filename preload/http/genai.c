@@ -62,6 +62,31 @@ enum nl_genai_op nl_genai_path_op(const char *t, size_t n)
 	return NL_GENAI_OP_NONE;
 }
 
+/* NeMo Gym's model server captures a call whose path (without its query) is
+ * one of its three dialects' exactly, alone or after its rollout prefix:
+ * /ng-rollout/<id>/, or /ng-rollout/<id>/training-token-capture/. */
+bool nl_genai_gym_path(const char *t, size_t n)
+{
+	const char *q = memchr(t, '?', n);
+	if (q)
+		n = (size_t)(q - t);
+	static const char prefix[] NL_COLD_RODATA = "/ng-rollout/", capture[] NL_COLD_RODATA = "/training-token-capture";
+	if (n > sizeof prefix - 1 && memcmp(t, prefix, sizeof prefix - 1) == 0) {
+		const char *id = t + sizeof prefix - 1, *end = memchr(id, '/', n - (size_t)(id - t));
+		if (!end || end == id)
+			return false;
+		n -= (size_t)(end - t);
+		t = end;
+		if (n > sizeof capture - 1 && memcmp(t, capture, sizeof capture - 1) == 0 &&
+		    t[sizeof capture - 1] == '/') {
+			t += sizeof capture - 1;
+			n -= sizeof capture - 1;
+		}
+	}
+	return (n == 20 && memcmp(t, "/v1/chat/completions", 20) == 0) ||
+	       (n == 13 && memcmp(t, "/v1/responses", 13) == 0) || (n == 12 && memcmp(t, "/v1/messages", 12) == 0);
+}
+
 /* ---- the JSON scanner --------------------------------------------------------- */
 
 enum mode {
@@ -1033,22 +1058,58 @@ enum line {
 	L_IGNORE,       /* the rest of a line of no interest */
 };
 
-static void dispatch(struct run *r)
+static bool event_is(const struct nl_genai_scan *s, const char *name, size_t n)
+{
+	return s->event.len == n && !s->event.truncated && memcmp(s->event.text, name, n) == 0;
+}
+
+/* The end event this one is, if any (enum nl_genai_end; NL_GENAI_END_N:
+ * none): by its name, else by its data. */
+static unsigned end_kind(const struct nl_genai_scan *s, bool data_error, bool done)
+{
+	if (event_is(s, "error", 5))
+		return NL_GENAI_END_EVENT_ERROR;
+	if (event_is(s, "response.completed", 18))
+		return NL_GENAI_END_RESPONSE_COMPLETED;
+	if (event_is(s, "response.incomplete", 19))
+		return NL_GENAI_END_RESPONSE_INCOMPLETE;
+	if (event_is(s, "response.failed", 15))
+		return NL_GENAI_END_RESPONSE_FAILED;
+	if (event_is(s, "message_stop", 12))
+		return NL_GENAI_END_MESSAGE_STOP;
+	if (data_error)
+		return NL_GENAI_END_DATA_ERROR;
+	if (done)
+		return NL_GENAI_END_DONE;
+	return NL_GENAI_END_N;
+}
+
+/* An event ends: by its blank line (blank), or by the body's end. */
+static void dispatch(struct run *r, bool blank)
 {
 	struct nl_genai_scan *s = r->s;
+	bool data_error = s->has_data && s->j.doc_error;
+	bool done = s->r.done && !s->done_dispatched;
 	if (!s->event.len)
 		;               /* no event line: a data-only stream's event */
-	else if (s->event.len == 5 && memcmp(s->event.text, "error", 5) == 0)
+	else if (event_is(s, "error", 5))
 		s->r.error = true;
 	else if (content_event(s->event.text, s->event.len) && s->has_data)
 		mark_content(r);
 	if (s->has_data) {
-		if (s->j.mode != J_END && s->j.doc_error)
+		if (data_error)
 			s->r.error = true;
 		s->r.events++;
 	}
+	if (s->r.dispatched < UINT16_MAX)
+		s->r.dispatched++;
+	unsigned end = blank ? end_kind(s, data_error, done) : NL_GENAI_END_N;
+	if (end < NL_GENAI_END_N && !s->r.end_at[end])
+		s->r.end_at[end] = s->r.dispatched;
+	s->done_dispatched = s->r.done;
 	s->has_data = false;
 	s->event.len = 0;
+	s->event.truncated = false;
 	json_reset(&s->j);
 }
 
@@ -1262,7 +1323,7 @@ static void sse_feed(struct run *r, const uint8_t *p, const uint8_t *e)
 			if (b == '\n' || b == '\r') {
 				s->cr = b == '\r';
 				p++;
-				dispatch(r);
+				dispatch(r, true);
 				break;
 			}
 			/* A data or event line whose name is all here: straight to
@@ -1395,7 +1456,7 @@ void nl_genai_end(struct nl_genai_scan *s)
 {
 	if (s->r.kind == NL_GENAI_KIND_SSE && (s->has_data || s->event.len)) {
 		struct run r = { s, 0, true, NULL, NULL, 0 };
-		dispatch(&r);
+		dispatch(&r, false);
 	}
 }
 

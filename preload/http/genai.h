@@ -55,6 +55,12 @@ enum nl_genai_op {
 
 enum nl_genai_op nl_genai_path_op(const char *target, size_t n);
 
+/* Whether NeMo Gym's model server would capture a call to target: one of
+ * /v1/chat/completions, /v1/responses and /v1/messages exactly, alone or
+ * under Gym's rollout prefix /ng-rollout/<id>/ (and its
+ * /training-token-capture/ form); a query is ignored. */
+bool nl_genai_gym_path(const char *target, size_t n);
+
 #define NL_GENAI_MODEL_MAX 80
 #define NL_GENAI_WORD_MAX 32
 
@@ -74,6 +80,21 @@ enum nl_genai_kind {
 		char text[n];     \
 	}
 
+/* The events that end a stream, in one dialect or another (NeMo Gym's
+ * reading of a stream's end): an event named error, response.completed,
+ * response.incomplete, response.failed or message_stop; data: [DONE]; a
+ * data line holding an error document. */
+enum nl_genai_end {
+	NL_GENAI_END_EVENT_ERROR,
+	NL_GENAI_END_RESPONSE_COMPLETED,
+	NL_GENAI_END_RESPONSE_INCOMPLETE,
+	NL_GENAI_END_RESPONSE_FAILED,
+	NL_GENAI_END_MESSAGE_STOP,
+	NL_GENAI_END_DONE,
+	NL_GENAI_END_DATA_ERROR,
+	NL_GENAI_END_N
+};
+
 struct nl_genai_result {
 	/* Token counts, -1 when the body did not say. */
 	int64_t prompt_tokens, completion_tokens;       /* usage.prompt_tokens, usage.completion_tokens */
@@ -86,6 +107,12 @@ struct nl_genai_result {
 	bool content;           /* a content-bearing chunk or event came (see nl_genai_feed) */
 	bool done;              /* data: [DONE] */
 	uint32_t events;        /* server-sent events with data, dispatched */
+	/* Where each kind of end event came first: the ordinal of the event
+	 * (1 for the first one dispatched), 0 for never. Only events ended
+	 * by their blank line count: a stream cut after an end event's
+	 * last line has not ended. */
+	uint16_t dispatched;
+	uint16_t end_at[NL_GENAI_END_N];
 	NL_GENAI_STR(NL_GENAI_MODEL_MAX) model;
 	NL_GENAI_STR(NL_GENAI_WORD_MAX) finish;         /* choices[].finish_reason, stop_reason, delta.stop_reason */
 	NL_GENAI_STR(NL_GENAI_WORD_MAX) status;         /* the Responses API's status */
@@ -131,6 +158,7 @@ struct nl_genai_scan {
 	bool cr;                        /* a CR ended the last line: a LF right after belongs to it */
 	bool has_data;                  /* the event being read has a data line */
 	bool lead;                      /* sniffing: only whitespace so far */
+	bool done_dispatched;           /* the [DONE] seen was its event's, dispatched */
 	char name[8];                   /* the field name being read */
 	NL_GENAI_STR(NL_GENAI_WORD_MAX) event;
 	struct nl_genai_repeat rep;     /* last: nl_genai_init clears only its length */

@@ -12,12 +12,17 @@ follow from the requests, so this test knows every figure:
   (connection_closed);
 - gen_ai.client.token.usage: count and sum per (operation, response model,
   token type) on both sides, Anthropic's cache tokens in the input;
-- gen_ai.client.operation.time_to_first_chunk: one per completed stream, at
-  least the stand-in's first-token delay, at most what the client itself saw;
-  gen_ai.server.time_to_first_token and time_per_output_token the same count;
-- NeMo Gym's gym.model_call.*: duration per (dialect, outcome), tokens per
-  (dialect, type) with reasoning tokens, finish_total per (dialect, reason),
-  ttft_ms per dialect for event streams; nemo.gym.server.name the server's.
+- gen_ai.client.operation.time_to_first_chunk: one per stream, however it
+  ended (the one with an error event and the one the client walked away
+  from included), to its first chunk: at most what the client itself saw;
+  gen_ai.server.time_to_first_token one per stream, to its first token, at
+  least the stand-in's delay; time_per_output_token one per completed stream;
+- NeMo Gym's gym.model_call.*: duration per (dialect, outcome) with Gym's
+  outcomes (an error event inside a 200 is upstream_error, a stream the
+  client walked away from is stream_truncated), tokens per (dialect, type)
+  with reasoning tokens, finish_total per (dialect, reason), ttft_ms per
+  dialect for event streams; only Gym's three dialects (/v1/completions
+  stays in gen_ai.*); nemo.gym.server.name the server's.
 
 All of it once over plain HTTP and once over HTTPS (uvicorn with a
 certificate made for the run; OpenSSL's plaintext on both sides), and the
@@ -144,24 +149,29 @@ class ModelCalls(unittest.TestCase):
         self.assertEqual(sums(self.cli, "gen_ai.client.token.usage", *keys), self.TOKENS)
 
     def test_time_to_first_chunk(self):
-        own = self.client["ttfc"]
-        self.assertEqual(len(own), 4)
+        # Six streams: four that completed, the error event's, the one walked away from.
+        own = self.client["first_chunk"]
+        self.assertEqual(len(own), 6, self.client)
         h = hc.hist_by(self.cli, "gen_ai.client.operation.time_to_first_chunk")[()]
-        self.assertEqual(h.count, 4)
-        self.assertGreaterEqual(h.min, FIRST_DELAY - hc.TIMER_SLACK)
-        self.assertLessEqual(h.sum, sum(own) + 0.05, "the shim saw the first chunk after the client did")
-        for name in ("gen_ai.server.time_to_first_token", "gen_ai.server.time_per_output_token"):
-            self.assertEqual(hc.hist_by(self.srv, name)[()].count, 4, name)
-        self.assertGreaterEqual(hc.hist_by(self.srv, "gen_ai.server.time_to_first_token")[()].min,
-                                FIRST_DELAY - hc.TIMER_SLACK)
+        self.assertEqual(h.count, 6)
+        self.assertLessEqual(h.sum, sum(own) + 0.05, "the shim saw the first chunks after the client did")
+        # The four chat streams' first chunk waits for the delay; the
+        # Responses and Messages streams begin at once (response.created,
+        # message_start).
+        self.assertGreaterEqual(h.sum, 4 * (FIRST_DELAY - hc.TIMER_SLACK))
+        self.assertLess(h.min, FIRST_DELAY / 2)
+        ttft = hc.hist_by(self.srv, "gen_ai.server.time_to_first_token")[()]
+        self.assertEqual(ttft.count, 6)
+        self.assertGreaterEqual(ttft.min, FIRST_DELAY - hc.TIMER_SLACK, "the first token comes after the delay")
+        self.assertEqual(hc.hist_by(self.srv, "gen_ai.server.time_per_output_token")[()].count, 4)
 
     # ---- NeMo Gym's model-call set ---------------------------------------------------
     def test_gym_duration(self):
         got = hc.counts_by(self.srv, "gym.model_call.duration_ms", "nemo.gym.model_call.dialect",
                            "nemo.gym.model_call.outcome", "nemo.gym.server.name")
-        self.assertEqual(got, {("chat", "ok", SERVER): 7, ("chat", "not_found", SERVER): 1,
-                               ("responses", "ok", SERVER): 2, ("messages", "ok", SERVER): 2,
-                               ("unknown", "ok", SERVER): 1})
+        self.assertEqual(got, {("chat", "ok", SERVER): 6, ("chat", "not_found", SERVER): 1,
+                               ("chat", "upstream_error", SERVER): 1, ("chat", "stream_truncated", SERVER): 1,
+                               ("responses", "ok", SERVER): 2, ("messages", "ok", SERVER): 2})
         self.assertEqual(hc.metric_names(self.cli) & {"gym.model_call.duration_ms", "gym.model_call.tokens"},
                          set(), "the client side has no Gym model-call series")
 
@@ -170,20 +180,18 @@ class ModelCalls(unittest.TestCase):
         self.assertEqual(got, {
             ("chat", "input"): (6, 36), ("chat", "output"): (6, 27), ("chat", "reasoning"): (4, 8),
             ("responses", "input"): (2, 7), ("responses", "output"): (2, 14), ("responses", "reasoning"): (2, 2),
-            ("messages", "input"): (2, 21), ("messages", "output"): (2, 14),
-            ("unknown", "input"): (1, 9), ("unknown", "output"): (1, 3)})
+            ("messages", "input"): (2, 21), ("messages", "output"): (2, 14)})
 
     def test_gym_finish(self):
         got = hc.values_by(self.srv, "gym.model_call.finish_total", "nemo.gym.model_call.dialect",
                            "nemo.gym.model_call.finish_reason")
         self.assertEqual(got, {("chat", "length"): 4, ("chat", "stop"): 2, ("responses", "completed"): 2,
-                               ("messages", "max_tokens"): 1, ("messages", "end_turn"): 1,
-                               ("unknown", "length"): 1})
+                               ("messages", "max_tokens"): 1, ("messages", "end_turn"): 1})
 
     def test_gym_ttft(self):
         got = hc.hist_by(self.srv, "gym.model_call.ttft_ms", "nemo.gym.model_call.dialect")
         self.assertEqual({k: h.count for k, h in got.items()},
-                         {("chat",): 3, ("responses",): 1, ("messages",): 1})
+                         {("chat",): 4, ("responses",): 1, ("messages",): 1})
         # Responses sends response.created at once: its first body chunk comes before the delay.
         self.assertGreaterEqual(got[("chat",)].min, FIRST_DELAY * 1000 - 2)
         self.assertLess(got[("responses",)].max, FIRST_DELAY * 1000)

@@ -340,3 +340,87 @@ Test(genai, repeat_of_a_line_read_otherwise)
 	check_all_splits(body, "kind=2 model=c stream=-1 in=-1 out=-1 reasoning=-1 finish= status= incomplete= "
 			       "error=0 etype= content=0 done=0 events=4");
 }
+
+/* NeMo Gym's model server captures its three dialects' paths exactly, alone
+ * or under its rollout prefix (its capture middleware's path rule). */
+Test(genai, gym_paths)
+{
+	static const struct {
+		const char *target;
+		bool gym;
+	} rows[] = {
+		{ "/v1/chat/completions", true },
+		{ "/v1/responses", true },
+		{ "/v1/messages", true },
+		{ "/v1/messages?beta=true", true },
+		{ "/ng-rollout/r-17/v1/responses", true },
+		{ "/ng-rollout/r-17/training-token-capture/v1/chat/completions", true },
+		{ "/ng-rollout/r-17/v1/messages?x", true },
+		{ "/v1/completions", false },
+		{ "/v1/embeddings", false },
+		{ "/v1/models", false },
+		{ "/v1/chat/completions/", false },
+		{ "/openai/v1/chat/completions", false },
+		{ "/ng-rollout//v1/responses", false },
+		{ "/ng-rollout/r-17", false },
+		{ "/ng-rollout/r-17/", false },
+		{ "/ng-rollout/r-17/v1/completions", false },
+		{ "/ng-rollout/r-17/training-token-capture", false },
+		{ "/ng-rollout/r-17/x/v1/responses", false },
+		{ "", false },
+	};
+	for (size_t i = 0; i < sizeof rows / sizeof *rows; i++)
+		cr_assert_eq(nl_genai_gym_path(rows[i].target, strlen(rows[i].target)), rows[i].gym, "%s",
+			     rows[i].target);
+}
+
+/* Where each kind of end event came first (1 for the first event), fed
+ * whole and one byte per call: only events ended by their blank line. */
+static void expect_ends(const char *body, const uint16_t want[NL_GENAI_END_N])
+{
+	size_t len = strlen(body);
+	for (int bytewise = 0; bytewise < 2; bytewise++) {
+		struct nl_genai_scan s;
+		nl_genai_init(&s);
+		if (bytewise)
+			for (size_t i = 0; i < len; i++)
+				nl_genai_feed(&s, body + i, 1);
+		else
+			nl_genai_feed(&s, body, len);
+		nl_genai_end(&s);
+		for (unsigned e = 0; e < NL_GENAI_END_N; e++)
+			cr_assert_eq(s.r.end_at[e], want[e], "end %u, %s: %s", e, bytewise ? "bytewise" : "whole", body);
+	}
+}
+
+Test(genai, end_events)
+{
+	enum { EV_ERR = NL_GENAI_END_EVENT_ERROR, R_DONE = NL_GENAI_END_RESPONSE_COMPLETED,
+	       R_INC = NL_GENAI_END_RESPONSE_INCOMPLETE, R_FAIL = NL_GENAI_END_RESPONSE_FAILED,
+	       M_STOP = NL_GENAI_END_MESSAGE_STOP, DONE = NL_GENAI_END_DONE, D_ERR = NL_GENAI_END_DATA_ERROR };
+	static const struct {
+		const char *body;
+		uint16_t at[NL_GENAI_END_N];
+	} rows[] = {
+		/* chat: [DONE] ends it; an error document before it comes first */
+		{ "data: {\"choices\":[]}\n\ndata: [DONE]\n\n", { [DONE] = 2 } },
+		{ "data: {\"choices\":[]}\n\ndata: {\"error\":{\"type\":\"X\"}}\n\ndata: [DONE]\n\n",
+		  { [D_ERR] = 2, [DONE] = 3 } },
+		{ "data: {\"choices\":[]}\n\nevent: error\ndata: {}\n\n", { [EV_ERR] = 2 } },
+		/* the last event without its blank line has not ended the stream */
+		{ "data: {\"choices\":[]}\n\ndata: [DONE]\n", { 0 } },
+		{ "data: {\"choices\":[]}\n\n", { 0 } },
+		/* the Responses API, by event name */
+		{ "event: response.created\ndata: {}\n\nevent: response.completed\ndata: {}\n\n", { [R_DONE] = 2 } },
+		{ "event: response.created\ndata: {}\n\nevent: response.incomplete\ndata: {}\n\n", { [R_INC] = 2 } },
+		{ "event: response.failed\ndata: {}\n\nevent: error\ndata: {}\n\n", { [R_FAIL] = 1, [EV_ERR] = 2 } },
+		/* Anthropic's */
+		{ "event: message_start\ndata: {}\n\nevent: message_stop\ndata: {}\n\n", { [M_STOP] = 2 } },
+		/* a comment is no event; an event's name is whole or nothing */
+		{ ": keep-alive\n\nevent: message_stopped\ndata: {}\n\nevent: message_stop\ndata: {}\n\n", { [M_STOP] = 3 } },
+		/* the first of a kind counts */
+		{ "event: error\ndata: {}\n\nevent: error\ndata: {}\n\n", { [EV_ERR] = 1 } },
+	};
+	for (size_t i = 0; i < sizeof rows / sizeof *rows; i++)
+		expect_ends(rows[i].body, rows[i].at);
+}

@@ -70,23 +70,31 @@ struct got {
 	struct nl_genai_result r;
 };
 
-static void run_cuts(const unsigned char *in, size_t len, const size_t *cuts, size_t n, struct got *g)
+/* Feeds in split at cuts, then ends the body: its end (end), or its
+ * connection's (nl_genaiz_cut). */
+static void run_cuts_to(const unsigned char *in, size_t len, const size_t *cuts, size_t n, struct got *g,
+			void (*end)(struct nl_genaiz *))
 {
 	struct nl_genaiz b = { 0 };
 	nl_genaiz_init(&b);
 	size_t at = 0;
 	g->first = 0;
 	for (size_t i = 0; i <= n; i++) {
-		size_t end = i < n ? cuts[i] : len;
-		if (nl_genaiz_feed(&b, in + at, end - at) & NL_GENAI_FIRST_CONTENT) {
+		size_t to = i < n ? cuts[i] : len;
+		if (nl_genaiz_feed(&b, in + at, to - at) & NL_GENAI_FIRST_CONTENT) {
 			g->first++;
-			g->first_at = end;
+			g->first_at = to;
 		}
-		at = end;
+		at = to;
 	}
-	nl_genaiz_end(&b);
+	end(&b);
 	g->r = b.s.r;
 	cr_assert_eq(nl_genaiz_in_use(), 0, "the stream went back to the pool");
+}
+
+static void run_cuts(const unsigned char *in, size_t len, const size_t *cuts, size_t n, struct got *g)
+{
+	run_cuts_to(in, len, cuts, n, g, nl_genaiz_end);
 }
 
 static void expect_json(const struct got *g, const char *what, size_t at)
@@ -202,6 +210,19 @@ Test(genaiz, corrupt_stream_is_unread)
 	run_cuts(z, n - 4, NULL, 0, &cut);
 	cr_assert_eq(cut.r.kind, NL_GENAI_KIND_UNREAD);
 	cr_assert_eq(nl_genai_output_tokens(&cut.r), -1);
+	/* The same cut by its connection's end: an event stream it was, and
+	 * one that did not end, its values untold. */
+	run_cuts_to(z, n - 4, NULL, 0, &cut, nl_genaiz_cut);
+	cr_assert_eq(cut.r.kind, NL_GENAI_KIND_SSE);
+	cr_assert_eq(nl_genai_output_tokens(&cut.r), -1);
+	cr_assert_not(cut.r.done);
+	for (unsigned e = 0; e < NL_GENAI_END_N; e++)
+		cr_assert_eq(cut.r.end_at[e], 0);
+	/* A document cut short reads as unread. */
+	static unsigned char zj[2048];
+	size_t nj = squeeze(body_json, strlen(body_json), 16 + 15, zj, sizeof zj);
+	run_cuts_to(zj, nj - 4, NULL, 0, &cut, nl_genaiz_cut);
+	cr_assert_eq(cut.r.kind, NL_GENAI_KIND_UNREAD);
 	/* Not compressed data at all, after a gzip magic. */
 	static const unsigned char junk[] = { 0x1f, 0x8b, 0x08, 0x00, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff };
 	struct got g;

@@ -2,8 +2,9 @@
 """The client side of the model-call tests: aiohttp without streaming (as
 NeMo Gym's model server calls vLLM), then httpx streaming (as the openai SDK
 does), against the stand-in at argv[1] (base URL). Prints one JSON line:
-its own time to the first content line of each stream that completed, and
-how long each stream took, for the test to compare with the shim's.
+its own time to the first content line of each stream that completed, how
+long each stream took, and the time to the first line of every stream (the
+first chunk), for the test to compare with the shim's.
 Over HTTPS, GENAI_CAFILE names the server's certificate.
 """
 import asyncio
@@ -62,30 +63,41 @@ def first_content(path, line):
 
 
 def streaming():
-    ttfc, total = [], []
+    ttfc, total, chunk = [], [], []
+
+    def lines(r, t0):
+        for line in r.iter_lines():
+            if len(chunk) < n_streams[0] + 1 and line:
+                chunk.append(time.monotonic() - t0)
+            yield line
+    n_streams = [0]
     with httpx.Client(timeout=30, verify=TLS if TLS else True) as c:
         for path, body in STREAM:
             t0 = time.monotonic()
             first = None
             with c.stream("POST", BASE + path, json=body) as r:
-                for line in r.iter_lines():
+                for line in lines(r, t0):
                     if first is None and first_content(path, line):
                         first = time.monotonic() - t0
+            n_streams[0] += 1
             total.append(time.monotonic() - t0)
             ttfc.append(first)
         # An error event inside a 200 stream.
+        t0 = time.monotonic()
         with c.stream("POST", BASE + "/v1/chat/completions", json=chat("explode", "x", 2, stream=True)) as r:
-            for _ in r.iter_lines():
+            for _ in lines(r, t0):
                 pass
+        n_streams[0] += 1
     # A client that walks away mid-stream: its own connection, closed after the first lines.
     with httpx.Client(timeout=30, verify=TLS if TLS else True) as c:
+        t0 = time.monotonic()
         with c.stream("POST", BASE + "/v1/chat/completions", json=chat("policy-b", "bye", 40, stream=True)) as r:
-            for i, _ in enumerate(r.iter_lines()):
+            for i, _ in enumerate(lines(r, t0)):
                 if i == 3:
                     break
-    return ttfc, total
+    return ttfc, total, chunk
 
 
 asyncio.run(non_streaming())
-ttfc, total = streaming()
-print(json.dumps({"ttfc": ttfc, "total": total}), flush=True)
+ttfc, total, chunk = streaming()
+print(json.dumps({"ttfc": ttfc, "total": total, "first_chunk": chunk}), flush=True)
