@@ -7,9 +7,12 @@ Token counts follow from the request, so the test knows them: input is the
 length in characters of the prompt text, output is max_tokens; /v1/messages
 adds 3 cache-read and 4 cache-creation input tokens; chat bodies report 2
 reasoning tokens. Streams wait FIRST_DELAY before their first content.
-Model "missing" answers 404; model "explode" streams an error event in a
-200. Prints {"port": N} when it listens; over HTTPS with STANDIN_CERT and
-STANDIN_KEY (PEM files).
+Model "missing" answers 404, "busy" 429, "slow" 504, "empty" a 200 without
+a body; model "explode" streams an error event in a 200, "die" closes the
+connection in the middle of its stream, "short" ends a Responses stream
+with response.incomplete. /v1/embeddings answers with its usage. Prints
+{"port": N} when it listens; over HTTPS with STANDIN_CERT and STANDIN_KEY
+(PEM files).
 
 With STANDIN_COMPRESS=1 it compresses what it answers as the client asks,
 gzip first, else deflate (zlib-wrapped, RFC 9110), each event of a stream
@@ -48,12 +51,34 @@ def sse(obj, event=None):
     return (head + "data: " + json.dumps(obj) + "\n\n").encode()
 
 
+class Died(Exception):
+    """Raised inside a stream: uvicorn ends the connection there."""
+
+
+def refused(model):
+    """The answer of a model that does not serve, or None."""
+    statuses = {"missing": (404, "NotFoundError"), "busy": (429, "RateLimitError"), "slow": (504, "Timeout")}
+    if model in statuses:
+        status, kind = statuses[model]
+        return JSONResponse({"object": "error", "message": kind, "type": kind, "param": None, "code": status},
+                            status_code=status)
+    if model == "empty":
+        return Response(b"", status_code=200, media_type="application/json")
+    return None
+
+
+async def embeddings(request):
+    body = await request.json()
+    n_in = len(body.get("input", ""))
+    return JSONResponse({"object": "list", "model": body["model"], "data": [{"index": 0, "embedding": [0.5]}],
+                         "usage": {"prompt_tokens": n_in, "total_tokens": n_in}})
+
+
 async def chat(request):
     body = await request.json()
     model, n_in, n_out = body["model"], len(prompt_text(body)), body.get("max_tokens", 4)
-    if model == "missing":
-        return JSONResponse({"object": "error", "message": "The model does not exist.", "type": "NotFoundError",
-                             "param": None, "code": 404}, status_code=404)
+    if refused(model):
+        return refused(model)
     completion = request.url.path.endswith("/v1/completions")
     if not body.get("stream"):
         choice = {"index": 0, "logprobs": {"content": [{"token": "\"usage\"", "logprob": -0.1, "bytes": [34]}]},
@@ -80,6 +105,9 @@ async def chat(request):
                                  "param": None, "code": 500}})
             yield b"data: [DONE]\n\n"
             return
+        if model == "die":
+            await asyncio.sleep(GAP)
+            raise Died()
         for _ in range(n_out):
             await asyncio.sleep(GAP)
             yield sse({**head, "choices": [{"index": 0, "delta": {"content": " usage"}, "finish_reason": None}]})
@@ -94,6 +122,8 @@ async def chat(request):
 async def responses(request):
     body = await request.json()
     model, n_in, n_out = body["model"], len(prompt_text(body)), body.get("max_output_tokens", 4)
+    if refused(model):
+        return refused(model)
     final = {"id": "r", "object": "response", "model": model, "status": "completed", "error": None,
              "incomplete_details": None, "output": [{"type": "message", "content": [{"type": "output_text",
                                                                                        "text": "usage"}]}],
@@ -109,6 +139,10 @@ async def responses(request):
         for _ in range(n_out):
             yield sse({"type": "response.output_text.delta", "delta": "usage"}, "response.output_text.delta")
             await asyncio.sleep(GAP)
+        if model == "short":
+            cut = {**final, "status": "incomplete", "incomplete_details": {"reason": "max_output_tokens"}}
+            yield sse({"type": "response.incomplete", "response": cut}, "response.incomplete")
+            return
         yield sse({"type": "response.completed", "response": final}, "response.completed")
     return StreamingResponse(gen(), media_type="text/event-stream")
 
@@ -116,6 +150,8 @@ async def responses(request):
 async def messages(request):
     body = await request.json()
     model, n_in, n_out = body["model"], len(prompt_text(body)), body.get("max_tokens", 4)
+    if refused(model):
+        return refused(model)
     usage = {"input_tokens": n_in, "cache_read_input_tokens": 3, "cache_creation_input_tokens": 4,
              "output_tokens": n_out}
     if not body.get("stream"):
@@ -180,6 +216,7 @@ app = Starlette(routes=[
     Route("/v1/completions", chat, methods=["POST"]),
     Route("/v1/responses", responses, methods=["POST"]),
     Route("/v1/messages", messages, methods=["POST"]),
+    Route("/v1/embeddings", embeddings, methods=["POST"]),
 ])
 
 if os.environ.get("STANDIN_COMPRESS") == "1":
