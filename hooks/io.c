@@ -310,7 +310,7 @@ NL_EXPORT ssize_t __recvfrom_chk(int fd, void *buf, size_t n, size_t buflen, int
  * bytes are not seen, only counted, and can only be part of a body. The call
  * settles a connecting socket at that end as any read or write does,
  * whatever it returned. */
-static void after_opaque(int fd, int out, ssize_t r)
+static __attribute__((noinline)) void after_opaque(int fd, int out, ssize_t r)
 {
 	struct nl_fd *e = nl_fd_any_watched() ? nl_fd_watched(fd) : NULL;
 	if (e) {

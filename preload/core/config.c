@@ -345,7 +345,7 @@ NL_LOAD_PATH static bool is_http_url(const char *s)
  * says whether it is plaintext, and it is TLS unless it says true. */
 #define GRPC_EXPORT_PATH "/opentelemetry.proto.collector.metrics.v1.MetricsService/Export"
 
-NL_LOAD_PATH static bool keep_grpc_endpoint(struct nl_config *cfg, const char *v, bool insecure)
+static __attribute__((noinline)) bool keep_grpc_endpoint(struct nl_config *cfg, const char *v, bool insecure)
 {
 	const char *scheme = "";
 	const char *auth = v;
@@ -371,7 +371,7 @@ NL_LOAD_PATH static bool keep_grpc_endpoint(struct nl_config *cfg, const char *v
 	return true;
 }
 
-NL_LOAD_PATH static void load_grpc_endpoint(struct nl_config *cfg, const struct env *e)
+static __attribute__((noinline)) void load_grpc_endpoint(struct nl_config *cfg, const struct env *e)
 {
 	char which[OTLP_NAME_MAX];
 	bool insecure = false;

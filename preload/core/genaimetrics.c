@@ -46,7 +46,7 @@ static const struct {
 
 /* "suffix=operation,…": a request path that ends with suffix is a call of
  * that operation, before the built-in paths. Bad entries are skipped. */
-static void parse_rules(const char *v)
+static __attribute__((noinline)) void parse_rules(const char *v)
 {
 	while (v && *v) {
 		size_t n = strcspn(v, ",");

@@ -127,10 +127,11 @@ rows=(
 	"python3 -c 'import httpx': CPU time"
 	"aiohttp, every acquisition queued: CPU per request"
 	"request on a free slot: instr"
+	"scrape of /metrics, a tree of 100 live processes"
 )
 
 # The final table starts at its header line; every row must be in it, once.
-table=$(awk '/^#  figure/ { on = 1 } on' "$OUT")
+table=$(awk '/^# +figure/ { on = 1 } on' "$OUT")
 [ -n "$table" ] || fail "no result table printed"
 for r in "${rows[@]}"; do
 	n=$(grep -cF -- "$r" <<<"$table")
