@@ -45,6 +45,28 @@ void nemolens_pool_acquire(int destination);
  * nemolens.connection.opened (connmetrics.h). */
 void nemolens_pool_adapter_active(void);
 
+/* The Python runtime, as NeMo Gym's observer names it (gym.event_loop.*,
+ * gym.gc.*). The adapter measures in the program's interpreter and hands
+ * each value over here; these only record. Values that cannot be (NaN,
+ * negative, a generation other than 0 to 2) are ignored. */
+
+/* One wake-up of the adapter's probe on an event loop, lag_ms after the
+ * time it asked for: gym.event_loop.lag_ms. */
+void nemolens_loop_lag(double lag_ms);
+
+/* The tasks not yet done on the process's running event loops:
+ * gym.event_loop.tasks. */
+void nemolens_loop_tasks(long long tasks);
+
+/* One collection of generation (0 to 2) that took pause_ms and freed
+ * collected objects, finding uncollectable ones it could not:
+ * gym.gc.pause_duration_ms, collections_total, collected_total and
+ * uncollectable_total, by nemo.gym.gc.generation. */
+void nemolens_gc_collection(int generation, double pause_ms, long long collected, long long uncollectable);
+
+/* gc.get_count(), generations 0, 1 and 2: gym.gc.count. */
+void nemolens_gc_count(long long count0, long long count1, long long count2);
+
 /* One line in the shim's log (log.h), at most once per key and process:
  * an adapter reports that it switched itself off, and why. */
 void nemolens_adapter_log(const char *key, const char *message);

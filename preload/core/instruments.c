@@ -154,6 +154,26 @@ const struct nl_inst_def nl_inst_defs[NL_N_INST] = {
 	[NL_I_CONN_CALL_SITE] = { "nemolens.connection.call_site", "{connection}",
 				  "Connections counted per destination server, by the code that asked for them",
 				  NL_COUNTER, NULL, 0, true },
+	/* The Python runtime, recorded by the adapter (adapter.h). Lag and
+	 * pauses are waits in milliseconds like the pool's, and share its
+	 * boundaries: from 10 us (a young collection) to 30 s. */
+	[NL_I_LOOP_LAG_MS] = { "gym.event_loop.lag_ms", "ms",
+			       "How late an event loop woke a callback that slept a fixed interval", NL_HISTOGRAM,
+			       nl_queue_ms_bounds, 17, true },
+	[NL_I_LOOP_TASKS] = { "gym.event_loop.tasks", "{task}", "Tasks not yet done on the process's event loops",
+			      NL_GAUGE_INT, NULL, 0, true },
+	[NL_I_GC_PAUSE_MS] = { "gym.gc.pause_duration_ms", "ms", "Duration of one garbage collection", NL_HISTOGRAM,
+			       nl_queue_ms_bounds, 17, true },
+	[NL_I_GC_COLLECTIONS] = { "gym.gc.collections_total", "{collection}", "Garbage collections, by generation",
+				  NL_COUNTER, NULL, 0, true },
+	[NL_I_GC_COLLECTED] = { "gym.gc.collected_total", "{object}", "Objects garbage collections freed",
+				NL_COUNTER, NULL, 0, true },
+	[NL_I_GC_UNCOLLECTABLE] = { "gym.gc.uncollectable_total", "{object}",
+				    "Objects garbage collections found uncollectable", NL_COUNTER, NULL, 0, true },
+	[NL_I_GC_COUNT] = { "gym.gc.count", "{object}",
+			    "The collector's counts (gc.get_count): allocations since the last collection for "
+			    "generation 0, collections of the younger generation for the others",
+			    NL_GAUGE_INT, NULL, 0, true },
 	/* Same name, unit and kind as the memory sampler's registration. */
 	[NL_I_GYM_SERVERS_ACTIVE] = { "gym.servers.active", "", "Number of active Gym servers.", NL_GAUGE_INT, NULL, 0,
 				   true },
