@@ -13,9 +13,11 @@
 # when the program imports one of the packages below.
 
 # The packages whose import loads the adapter; it has a module patching
-# each of them: the pools of aiohttp and httpcore, and socket for the call
-# sites of connections.
-_NEMOLENS_TARGETS = frozenset(("aiohttp", "httpcore", "socket"))
+# each of them: the pools of aiohttp and httpcore, socket for the call
+# sites of connections, asyncio and uvloop for the event loops and the
+# collector, and NeMo Gym's observer, for which it stands aside.
+_NEMOLENS_TARGETS = frozenset(("aiohttp", "httpcore", "socket", "asyncio", "uvloop",
+                               "nemo_gym.telemetry.observer"))
 _NEMOLENS_POOLS = ("aiohttp", "httpcore")
 
 # This module itself is the finder it puts on sys.meta_path (a module with

@@ -16,8 +16,9 @@ slot is free is timed.
 It imports nothing of the program's, and is not even loaded until the
 program needs it: the start-up hook next to it (sitecustomize.py) puts a
 finder on sys.meta_path that loads this package when the program itself
-imports aiohttp, httpcore (httpx's transport) or socket (for the call sites
-of connections, _callsite.py), and calls find_spec below,
+imports aiohttp, httpcore (httpx's transport), socket (for the call sites
+of connections, _callsite.py), or asyncio and uvloop (event loops and the
+collector, _runtime.py), and calls find_spec below,
 which patches the package once it has been executed. Its rule is never to harm the program: any failure turns
 that library's adapter off, with one line in the shim's log, and no
 exception ever reaches the program.
@@ -151,6 +152,10 @@ def as_coroutine_function(f):
 _PATCHERS = {"socket": "_callsite"}
 # Targets whose patcher asks the shim itself, when first needed.
 _LAZY = frozenset(("socket",))
+# The targets of the runtime's figures (_runtime.py): the event loops and,
+# from the first of them on, the collector; NeMo Gym's own observer, which
+# records the same names, makes the adapter stand aside.
+_RUNTIME = frozenset(("asyncio", "uvloop", "nemo_gym.telemetry.observer"))
 
 _busy = set()   # the targets being looked for now (by the finders after the hook)
 
@@ -205,6 +210,11 @@ def _arm(loader, name, patcher):
 
 def _patch(name, patcher):
     try:
+        if name in _RUNTIME:
+            from nemolens_adapter import _runtime
+
+            _runtime.patch(name)
+            return
         if name in _LAZY:
             __import__(__name__ + "." + patcher, fromlist=["patch"]).patch()
             return
