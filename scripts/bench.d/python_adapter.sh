@@ -34,3 +34,14 @@ else
 	na_row 9 "Python adapter, request on a free slot: instr" "${PYC_ONLY:+smoke: }measurement failed or valgrind missing" ""
 fi
 
+
+# The event loop probe on an idle uvicorn server: CPU with the probe off
+# and on (python_runtime.py), in % of one core.
+if [ "$MODE" = smoke ]; then PYR_PAIRS=1 PYR_SECONDS=1; else PYR_PAIRS=3 PYR_SECONDS=20; fi
+if [ -d "$B/nemolens-python" ] && read -r a b d < <("$PY" "$D/python_runtime.py" "$SO" "$PYR_PAIRS" "$PYR_SECONDS" 2>"$WORK/pyr.err"); then
+	row 9 "idle uvicorn, event loop probe off vs on: CPU" "$(f3 "$a") % core" "$(f3 "$b") % core" \
+		"$(d2 "$d") % of a core" "<= +0.5 %" "$(check "$d" le 0.5)"
+else
+	say "  $(tail -n 3 "$WORK/pyr.err" 2>/dev/null | tr '\n' ' ')"
+	na_row 9 "idle uvicorn, event loop probe off vs on: CPU" "measurement failed" ""
+fi
