@@ -158,7 +158,7 @@ const struct nl_inst_def nl_inst_defs[NL_N_INST] = {
 	 * pauses are waits in milliseconds like the pool's, and share its
 	 * boundaries: from 10 us (a young collection) to 30 s. */
 	[NL_I_LOOP_LAG_MS] = { "gym.event_loop.lag_ms", "ms",
-			       "How late an event loop woke a callback that slept a fixed interval", NL_HISTOGRAM,
+			       "How late a coroutine that slept a fixed interval woke up", NL_HISTOGRAM,
 			       nl_queue_ms_bounds, 17, true },
 	[NL_I_LOOP_TASKS] = { "gym.event_loop.tasks", "{task}", "Tasks not yet done on the process's event loops",
 			      NL_GAUGE_INT, NULL, 0, true },

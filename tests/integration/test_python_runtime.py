@@ -252,6 +252,50 @@ class Collector(unittest.TestCase):
                 self.assertEqual(self.by_gen(sink, COLLECTIONS)[2].as_int, 10)
 
 
+SLEEPER_PROGRAM = """
+import asyncio, time
+HOG = 0.03
+async def main():
+    loop = asyncio.get_running_loop()
+    def hog():
+        # Always one ready callback that holds the loop 30 ms: a timer's
+        # callback runs behind one, what it schedules behind the next.
+        t = time.perf_counter()
+        while time.perf_counter() - t < HOG:
+            pass
+        loop.call_soon(hog)
+    lags = []
+    async def sleeper():
+        for _ in range(30):
+            t = loop.time()
+            await asyncio.sleep(0.02)
+            lags.append((loop.time() - t - 0.02) * 1000)
+    loop.call_soon(hog)
+    s = asyncio.ensure_future(sleeper())
+    print(len(asyncio.all_tasks()))
+    await s
+    print(min(lags) >= 55)
+asyncio.run(main())
+"""
+
+
+class Probe(unittest.TestCase):
+    run_program = Collector.run_program
+
+    def test_lag_is_a_sleeping_coroutines(self):
+        # Gym's lag is how late a sleeping coroutine wakes up. With a
+        # callback that holds the loop 30 ms always ready, such a coroutine
+        # wakes at least 60 ms late: its timer runs behind one hold, the
+        # wake-up it schedules behind the next. A plain timer callback
+        # would count only the first. The probe counts both, and is no
+        # task of the program's.
+        p, sink, log = self.run_program(SLEEPER_PROGRAM, NEMOLENS_EVENT_LOOP_LAG_INTERVAL_MS=20)
+        self.assertEqual((p.returncode, p.stdout, p.stderr, log), (0, "2\nTrue\n", "", ""))
+        h = lag_hist(sink)
+        self.assertGreaterEqual(h.count, 10)
+        self.assertGreaterEqual(h.min, 55, list(h.bucket_counts))
+
+
 class Unknown(unittest.TestCase):
     """A Python the adapter does not know, or an asyncio it cannot wrap:
     one line in the shim's log, and the program runs as without it."""

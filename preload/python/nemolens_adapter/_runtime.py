@@ -12,11 +12,15 @@ Event loops are found without the program's help: run_forever, which every
 way of running a loop ends in (asyncio.run, run_until_complete, uvicorn,
 aiohttp's run_app), is wrapped on asyncio's BaseEventLoop and, when the
 program imports uvloop, on uvloop's Loop. While a loop runs, a probe lives
-on it as a chain of call_later callbacks, not a thread: each asks to be woken
-after the interval, and how late the loop wakes it is the lag, so the lag is
-what the loop's own scheduling makes its callbacks wait. When run_forever
-returns, the probe's pending callback is cancelled. The probe touches no
-request: what a request does runs exactly as before.
+on it, not a thread, and measures what Gym's observer measures: how late a
+coroutine that sleeps a fixed interval wakes up. It takes the path such a
+coroutine's wake-up takes through the loop, without being a task the
+program could see: a call_later timer at the interval, whose callback
+schedules the wake-up with call_soon, as the end of asyncio.sleep does for
+the sleeping task. How much later than the interval the wake-up runs is the
+lag, what the loop's own scheduling makes its coroutines wait. When
+run_forever returns, the probe's pending callback is cancelled. The probe
+touches no request: what a request does runs exactly as before.
 
 Everything here starts when the program imports asyncio (or uvloop), and
 never on a Python outside 3.9 to 3.13, whose collector and loops the
@@ -274,19 +278,29 @@ def _loops_off(e):
 
 
 class _Probe:
-    """A callback that asks its loop to call it again after the interval,
-    and on each call records how late it came."""
+    """Sleeps the interval on its loop as a coroutine would, and records
+    at each wake-up how much later than the interval it came."""
     __slots__ = ("loop", "handle", "due", "tasks")
 
     def __init__(self, loop):
         self.loop = loop
-        self.handle = None
+        self.handle = None   # the timer, then the wake-up: the one pending
         self.due = 0.0
         self.tasks = 0
 
     def arm(self):
         self.due = _monotonic() + _interval
-        self.handle = self.loop.call_later(_interval, self.wake)
+        self.handle = self.loop.call_later(_interval, self.ring)
+
+    def ring(self):
+        # The timer of asyncio.sleep only resolves the sleeping task's
+        # future; the task resumes from the loop's next round of ready
+        # callbacks, behind those already queued. So does the wake-up.
+        self.handle = None
+        try:
+            self.handle = self.loop.call_soon(self.wake)
+        except Exception as e:
+            _loops_off(e)
 
     def cancel(self):
         if self.handle is not None:
