@@ -135,26 +135,69 @@ int nl_parse_stat(const char *buf, size_t len, struct nl_proc_stat *out)
 	/* field 4: ppid */
 	if (scan_int(&p, end, &out->ppid) != 0)
 		return -1;
-	/* fields 5..21 skipped, field 22: starttime */
-	for (int f = 5; f <= 21; f++)
-		if (skip_token(&p, end) != 0)
+	/* fields 5..21, of which 14, 15 (utime, stime) and 20 (num_threads)
+	 * are kept; field 22: starttime */
+	for (int f = 5; f <= 21; f++) {
+		uint64_t *keep = f == 14 ? &out->utime : f == 15 ? &out->stime : f == 20 ? &out->num_threads : NULL;
+		if (keep ? scan_u64(&p, end, keep) != 0 : skip_token(&p, end) != 0)
 			return -1;
+	}
 	if (scan_u64(&p, end, &out->starttime) != 0)
 		return -1;
 	/* A buffer cut inside field 22 would give a wrong value: the field must end. */
 	if (p >= end || (*p != ' ' && *p != '\n'))
 		return -1;
-	/* Optional: fields 23..49 skipped, then 50 and 51. Anything missing or
-	 * cut short leaves both at 0. */
+	/* Optional: field 23 skipped, 24 (rss); then up to 49 skipped, 50 and
+	 * 51. Anything missing or cut short leaves those at 0. */
 	const char *q = p;
+	uint64_t rss;
+	if (skip_token(&q, end) != 0 || scan_u64(&q, end, &rss) != 0 || q >= end || (*q != ' ' && *q != '\n'))
+		return 0;
+	out->rss_pages = rss;
+	out->has_rss = true;
 	uint64_t es, ee;
-	for (int f = 23; f <= 49; f++)
+	for (int f = 25; f <= 49; f++)
 		if (skip_token(&q, end) != 0)
 			return 0;
 	if (scan_u64(&q, end, &es) != 0 || scan_u64(&q, end, &ee) != 0 || q >= end || (*q != ' ' && *q != '\n'))
 		return 0;
 	out->env_start = es;
 	out->env_end = ee;
+	return 0;
+}
+
+/* Finds the line starting with `key` (including its ':') and returns its
+ * number, which the line's end must follow: a line cut short could have
+ * lost digits. */
+static int find_count_line(const char *buf, size_t len, const char *key, uint64_t *v)
+{
+	size_t klen = strlen(key);
+	const char *p = buf, *end = buf + len;
+	while (p < end) {
+		const char *nl = memchr(p, '\n', (size_t)(end - p));
+		if (!nl)
+			return -1;
+		if ((size_t)(nl - p) > klen && memcmp(p, key, klen) == 0) {
+			const char *s = p + klen;
+			if (scan_u64(&s, nl, v) != 0 || s != nl)
+				return -1;
+			return 0;
+		}
+		p = nl + 1;
+	}
+	return -1;
+}
+
+int nl_parse_status_switches(const char *buf, size_t len, struct nl_proc_switches *out)
+{
+	memset(out, 0, sizeof *out);
+	if (!buf)
+		return -1;
+	if (find_count_line(buf, len, "voluntary_ctxt_switches:", &out->voluntary) != 0 ||
+	    find_count_line(buf, len, "nonvoluntary_ctxt_switches:", &out->involuntary) != 0) {
+		memset(out, 0, sizeof *out);
+		return -1;
+	}
 	return 0;
 }
 

@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* Parsers for the /proc files the memory sampler reads.
+/* Parsers for the /proc files the memory sampler and the process figures
+ * (procmetrics.h) read.
  *
  * Pure functions over a buffer and its length: the buffer need not be
  * NUL-terminated, may be truncated anywhere, and may hold anything. Each
@@ -21,13 +22,27 @@ struct nl_proc_stat {
 	char comm[64];          /* NUL-terminated, truncated to 63 bytes */
 	char state;             /* 'R', 'S', 'Z', ... */
 	int ppid;
+	uint64_t utime, stime;  /* fields 14 and 15: CPU time of every thread, live or ended, in clock ticks */
+	uint64_t num_threads;   /* field 20 */
 	uint64_t starttime;     /* clock ticks after boot (field 22) */
+	/* Field 24: resident pages; has_rss false when the line ends before it. */
+	uint64_t rss_pages;
+	bool has_rss;
 	/* Fields 50 and 51: where the environment block of the process lies. A
 	 * fork that has not exec'd has its parent's values; 0 when the kernel
 	 * hides them (no ptrace access) or is older than 3.5. */
 	uint64_t env_start, env_end;
 };
 int nl_parse_stat(const char *buf, size_t len, struct nl_proc_stat *out);
+
+/* /proc/<pid>/status: the context switches of the process's first thread
+ * (voluntary_ctxt_switches, nonvoluntary_ctxt_switches; the kernel keeps
+ * them per thread and shows the thread's own in status). Both lines must be
+ * there and end. */
+struct nl_proc_switches {
+	uint64_t voluntary, involuntary;
+};
+int nl_parse_status_switches(const char *buf, size_t len, struct nl_proc_switches *out);
 
 /* /proc/<pid>/statm: the second field, resident pages. */
 int nl_parse_statm(const char *buf, size_t len, uint64_t *resident_pages);

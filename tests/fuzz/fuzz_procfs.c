@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* Fuzzes the /proc parsers of the memory sampler (preload/core/procfs.c): the
- * same bytes go to every parser, as if any file could hold anything. */
+/* Fuzzes the /proc parsers of the memory sampler and of the process figures
+ * (preload/core/procfs.c): the same bytes go to every parser, as if any file
+ * could hold anything. */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,7 +19,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	memcpy(buf, data, size);
 
 	struct nl_proc_stat st;
-	if (nl_parse_stat(buf, size, &st) == 0 && (st.pid <= 0 || strlen(st.comm) >= sizeof st.comm))
+	if (nl_parse_stat(buf, size, &st) == 0 &&
+	    (st.pid <= 0 || strlen(st.comm) >= sizeof st.comm || (!st.has_rss && st.rss_pages)))
+		abort();
+	struct nl_proc_switches sw;
+	if (nl_parse_status_switches(buf, size, &sw) != 0 && (sw.voluntary || sw.involuntary))
 		abort();
 	uint64_t v;
 	nl_parse_statm(buf, size, &v);

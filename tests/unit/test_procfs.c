@@ -127,6 +127,104 @@ Test(procfs, stat_truncated_and_malformed)
 	cr_assert_eq(nl_parse_stat(NULL, 0, &st), -1);
 }
 
+/* The fields the process figures take, on lines written from proc(5): each
+ * field holds a value of its own, so that a field taken for its neighbour
+ * shows. */
+Test(procfs, stat_cpu_threads_rss)
+{
+	/* pid comm state ppid pgrp session tty tpgid flags minflt cminflt majflt
+	 * cmajflt utime(14) stime(15) cutime cstime priority nice
+	 * num_threads(20) itrealvalue starttime(22) vsize rss(24) rsslim ... */
+	static const char s[] = "4242 (my worker) S 1 4242 4242 0 -1 4194560 1000 11 12 13 1234 567 89 90 20 0 7 0 "
+				"99887 12345678 3072 18446744073709551615 1 1 0 0 0 0 0 0 0 0 0 17 1 0 0 0 0 0 0 0 0 0 "
+				"0 0 0 0\n";
+	struct nl_proc_stat st;
+	cr_assert_eq(nl_parse_stat(s, sizeof s - 1, &st), 0);
+	cr_assert_eq(st.utime, 1234);
+	cr_assert_eq(st.stime, 567);
+	cr_assert_eq(st.num_threads, 7);
+	cr_assert_eq(st.starttime, 99887);
+	cr_assert(st.has_rss);
+	cr_assert_eq(st.rss_pages, 3072);
+	/* A zombie (proc(5): the fields stay, its memory is gone). */
+	static const char z[] = "77 (gone) Z 1 77 77 0 -1 4227148 67 0 0 0 250 30 0 0 20 0 1 0 500 0 0 "
+				"18446744073709551615 0 0\n";
+	cr_assert_eq(nl_parse_stat(z, sizeof z - 1, &st), 0);
+	cr_assert_eq(st.state, 'Z');
+	cr_assert_eq(st.utime, 250);
+	cr_assert_eq(st.stime, 30);
+	cr_assert(st.has_rss);
+	cr_assert_eq(st.rss_pages, 0);
+}
+
+Test(procfs, stat_rss_missing_or_cut)
+{
+	struct nl_proc_stat st;
+	/* The line ends after starttime: CPU and threads, no RSS. */
+	static const char a[] = "5 (a) R 1 5 5 0 -1 0 0 0 0 0 40 2 0 0 20 0 3 0 900\n";
+	cr_assert_eq(nl_parse_stat(a, sizeof a - 1, &st), 0);
+	cr_assert_eq(st.utime, 40);
+	cr_assert_eq(st.num_threads, 3);
+	cr_assert_not(st.has_rss);
+	/* Cut inside rss: a value that may have lost digits is not taken. */
+	static const char b[] = "5 (a) R 1 5 5 0 -1 0 0 0 0 0 40 2 0 0 20 0 3 0 900 8192 30";
+	cr_assert_eq(nl_parse_stat(b, sizeof b - 1, &st), 0);
+	cr_assert_not(st.has_rss);
+	cr_assert_eq(st.rss_pages, 0);
+	/* utime, stime or num_threads that are not numbers: not a stat line. */
+	static const char *const bad[] = {
+		"5 (a) R 1 5 5 0 -1 0 0 0 0 0 x 2 0 0 20 0 3 0 900\n",
+		"5 (a) R 1 5 5 0 -1 0 0 0 0 0 40 -2 0 0 20 0 3 0 900\n",
+		"5 (a) R 1 5 5 0 -1 0 0 0 0 0 40 2 0 0 20 0 many 0 900\n",
+	};
+	for (size_t i = 0; i < sizeof bad / sizeof *bad; i++)
+		cr_assert_eq(nl_parse_stat(bad[i], strlen(bad[i]), &st), -1, "%s", bad[i]);
+	/* every prefix of a whole line either fails or gives the right values */
+	static const char s[] = "4242 (w) S 1 4242 4242 0 -1 4194560 1000 11 12 13 1234 567 89 90 20 0 7 0 99887 "
+				"12345678 3072 18446744073709551615\n";
+	for (size_t n = 0; n < sizeof s - 1; n++)
+		if (nl_parse_stat(s, n, &st) == 0) {
+			cr_assert_eq(st.utime, 1234, "prefix %zu", n);
+			cr_assert_eq(st.stime, 567, "prefix %zu", n);
+			cr_assert_eq(st.num_threads, 7, "prefix %zu", n);
+			cr_assert(!st.has_rss || st.rss_pages == 3072, "prefix %zu", n);
+		}
+}
+
+Test(procfs, status_switches)
+{
+	/* The end of a status file as proc(5) describes it. */
+	static const char s[] = "Name:\tworker\nState:\tS (sleeping)\nThreads:\t7\nVmRSS:\t    9000 kB\n"
+				"Cpus_allowed_list:\t0-1\nvoluntary_ctxt_switches:\t150\n"
+				"nonvoluntary_ctxt_switches:\t545\n";
+	struct nl_proc_switches sw;
+	cr_assert_eq(nl_parse_status_switches(s, sizeof s - 1, &sw), 0);
+	cr_assert_eq(sw.voluntary, 150);
+	cr_assert_eq(sw.involuntary, 545);
+	/* Either order; the involuntary line is never taken for the voluntary one. */
+	static const char r[] = "nonvoluntary_ctxt_switches:\t9\nvoluntary_ctxt_switches:\t4\n";
+	cr_assert_eq(nl_parse_status_switches(r, sizeof r - 1, &sw), 0);
+	cr_assert_eq(sw.voluntary, 4);
+	cr_assert_eq(sw.involuntary, 9);
+	/* Cut inside the last number, before its newline: not taken. */
+	static const char cut[] = "voluntary_ctxt_switches:\t150\nnonvoluntary_ctxt_switches:\t54";
+	cr_assert_eq(nl_parse_status_switches(cut, sizeof cut - 1, &sw), -1);
+	static const char *const bad[] = { "", "voluntary_ctxt_switches:\t150\n",
+					   "voluntary_ctxt_switches:\t\nnonvoluntary_ctxt_switches:\t1\n",
+					   "voluntary_ctxt_switches:\t1x\nnonvoluntary_ctxt_switches:\t1\n" };
+	for (size_t i = 0; i < sizeof bad / sizeof *bad; i++)
+		cr_assert_eq(nl_parse_status_switches(bad[i], strlen(bad[i]), &sw), -1, "%s", bad[i]);
+	cr_assert_eq(nl_parse_status_switches(NULL, 0, &sw), -1);
+	/* Recorded files: a process and a kernel thread have both lines. */
+	load("status_self");
+	cr_assert_eq(nl_parse_status_switches(buf, len, &sw), 0);
+	cr_assert_eq(sw.voluntary, 0);
+	cr_assert_eq(sw.involuntary, 1);
+	load("status_kthread");
+	cr_assert_eq(nl_parse_status_switches(buf, len, &sw), 0);
+	cr_assert_eq(sw.voluntary, 67);
+}
+
 /* ---- statm, status ------------------------------------------------------ */
 
 Test(procfs, statm)
