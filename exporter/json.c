@@ -233,7 +233,7 @@ static void emit_number_point(struct jbuf *b, const struct nl_metric *m, const s
 {
 	jb_char(b, '{');
 	emit_point_head(b, p);
-	if (m->kind == NL_GAUGE) {
+	if (m->kind == NL_GAUGE || m->kind == NL_COUNTER_F64) {
 		jb_key(b, "asDouble");
 		jb_double(b, p->dvalue);
 	} else {
@@ -322,6 +322,7 @@ static void emit_metric(struct jbuf *b, const struct nl_metric *m)
 	emit_optional_string(b, "unit", m->unit);
 	switch (m->kind) {
 	case NL_COUNTER:
+	case NL_COUNTER_F64:
 		jb_str(b, ",\"sum\":{");
 		emit_data_points(b, m);
 		emit_temporality(b, m);

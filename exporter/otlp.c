@@ -207,7 +207,7 @@ static int make_number_points(struct arena *a, const struct nl_metric *m, Number
 			return -1;
 		dp->start_time_unix_nano = p->start_ns;  /* proto3: 0 is simply not encoded */
 		dp->time_unix_nano = p->time_ns;
-		if (m->kind == NL_GAUGE) {
+		if (m->kind == NL_GAUGE || m->kind == NL_COUNTER_F64) {
 			dp->value_case = OPENTELEMETRY__PROTO__METRICS__V1__NUMBER_DATA_POINT__VALUE_AS_DOUBLE;
 			dp->as_double = p->dvalue;
 		} else {
@@ -318,6 +318,7 @@ static int fill_metric(struct arena *a, Metric *out, const struct nl_metric *m)
 		return -1;
 	switch (m->kind) {
 	case NL_COUNTER:
+	case NL_COUNTER_F64:
 		return fill_sum(a, out, m, true);
 	case NL_UPDOWN:
 		return fill_sum(a, out, m, false);

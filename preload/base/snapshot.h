@@ -33,6 +33,10 @@ enum nl_kind {
 	NL_GAUGE_INT,   /* Gauge of integers (last value) */
 	NL_HISTOGRAM,   /* explicit-bucket histogram of doubles */
 	NL_UPDOWN,      /* non-monotonic Sum of integers, always cumulative */
+	/* Monotonic Sum of doubles, cumulative. The registry holds none: only
+	 * the process figures read from /proc (procmetrics.h), process.cpu.time
+	 * in seconds, are added to snapshots so. */
+	NL_COUNTER_F64,
 };
 
 #define NL_MAX_BOUNDS 32
@@ -46,7 +50,7 @@ struct nl_point {
 	uint64_t start_ns;
 	uint64_t time_ns;
 	int64_t ivalue;                 /* NL_COUNTER, NL_GAUGE_INT */
-	double dvalue;                  /* NL_GAUGE */
+	double dvalue;                  /* NL_GAUGE, NL_COUNTER_F64 */
 	/* NL_HISTOGRAM */
 	uint64_t count;
 	double sum;

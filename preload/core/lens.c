@@ -400,6 +400,7 @@ static void apply(enum nl_inst_id id, struct nl_series *s, double v, int64_t iv)
 		break;
 	case NL_COUNTER:
 	case NL_UPDOWN:
+	case NL_COUNTER_F64:
 		break;   /* the C API records no sums */
 	}
 }

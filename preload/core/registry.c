@@ -532,6 +532,8 @@ void nl_registry_fill_point(enum nl_kind kind, size_t n_bounds, struct nl_series
 	case NL_UPDOWN:
 		p->ivalue = (int64_t)atomic_load(&s->u.count);
 		break;
+	case NL_COUNTER_F64:
+		break;   /* never in the registry (snapshot.h) */
 	case NL_GAUGE:
 		p->dvalue = nl_bitsd(atomic_load(&s->u.bits));
 		p->start_ns = 0;

@@ -39,6 +39,7 @@ static bool kind_type(const struct nl_metric *m, enum nl_prom_type *type)
 {
 	switch (m->kind) {
 	case NL_COUNTER:
+	case NL_COUNTER_F64:
 		*type = NL_PROM_COUNTER;
 		return !m->delta;
 	case NL_HISTOGRAM:
@@ -221,7 +222,7 @@ static void put_points(struct nl_promtext *t, const struct family *f, const stru
 			break;
 		}
 		if (f->type != NL_PROM_HISTOGRAM) {
-			if (m->kind == NL_GAUGE)
+			if (m->kind == NL_GAUGE || m->kind == NL_COUNTER_F64)
 				format_double(value, sizeof value, p->dvalue);
 			else
 				snprintf(value, sizeof value, "%" PRId64, p->ivalue);

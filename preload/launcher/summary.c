@@ -251,6 +251,9 @@ static void add_point(struct inst *in, struct series *s, const struct nl_metric 
 	case NL_UPDOWN:
 		s->ivalue += p->ivalue;
 		break;
+	case NL_COUNTER_F64:
+		s->dvalue += p->dvalue;
+		break;
 	case NL_GAUGE:
 	case NL_GAUGE_INT:
 		/* The newest value is the gauge's; processes do not add up. */

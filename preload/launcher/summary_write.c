@@ -53,6 +53,7 @@ static const char *kind_name(enum nl_kind k)
 {
 	switch (k) {
 	case NL_COUNTER:
+	case NL_COUNTER_F64:
 		return "counter";
 	case NL_UPDOWN:
 		return "up-down counter";
@@ -178,6 +179,7 @@ static void fill_numbers(const struct inst *in, struct row *r)
 		r->key = (double)s->ivalue;
 		break;
 	case NL_GAUGE:
+	case NL_COUNTER_F64:
 		fmt_double(r->nums[0], NUM_LEN, s->dvalue);
 		r->key = isnan(s->dvalue) ? -INFINITY : s->dvalue;
 		break;
