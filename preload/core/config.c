@@ -821,6 +821,10 @@ NL_LOAD_PATH void nl_config_load(struct nl_config *cfg, nl_getenv_fn get, const 
 		cfg->metrics_enabled = on;
 	if (env_bool(&e, memory, &on))
 		cfg->memory_profiling = on;
+	static const char *const process[] = { "NEMOLENS_PROCESS_METRICS", NULL };
+	cfg->process_metrics = true;
+	if (env_bool(&e, process, &on))
+		cfg->process_metrics = on;
 	static const char *const crash[] = { "NEMOLENS_CRASH_REPORT", NULL };
 	cfg->crash_report = true;
 	if (env_bool(&e, crash, &on))

@@ -65,6 +65,7 @@ struct nl_config {
 	size_t n_resource;
 	char *destinations;             /* NEMOLENS_DESTINATIONS, raw */
 	bool memory_profiling;
+	bool process_metrics;           /* NEMOLENS_PROCESS_METRICS: process.* from /proc (procmetrics.h) */
 	long memory_interval_ms;
 	size_t cardinality_limit;
 	char *console_path;             /* NEMOLENS_CONSOLE_PATH, NULL = stderr */

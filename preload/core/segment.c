@@ -260,6 +260,8 @@ static void fresh_header(struct nl_seg_header *h)
 	h->proc_start = 0;
 	h->resource = 0;
 	h->n_resource = 0;
+	/* The parent's figures are not the child's. */
+	memset(&h->proc, 0, sizeof h->proc);
 }
 
 /* A private copy of the arena at its own address, in place of the parent's

@@ -64,7 +64,7 @@
 #include "snapshot.h"
 
 #define NL_SEG_MAGIC "NLSEGMT"          /* 8 bytes with its NUL; never changes */
-#define NL_SEG_VERSION 1                /* the header's layout */
+#define NL_SEG_VERSION 2                /* the header's layout */
 #define NL_SEG_DATA 512                 /* offset of the first allocation */
 
 enum nl_seg_state {
@@ -81,6 +81,24 @@ enum {
 	 * none, does not inherit them with its copy of the arena. */
 	NL_SEG_MEM_ROOT = 4,
 	NL_SEG_MEM_OUTERMOST = 8,
+	/* The process's figures from /proc are wanted (NEMOLENS_PROCESS_METRICS;
+	 * procmetrics.h): whoever exports it samples them into its header. */
+	NL_SEG_PROC_METRICS = 16,
+};
+
+/* What /proc said of the owner at its last sample (procmetrics.h), kept in
+ * the header so that a process sampled by another one (nemolens-run) needs
+ * no series of its own for it, and a dead process keeps its last values.
+ * Written by whoever exports the segment, read with it; each field stands
+ * alone, as every value of a segment does, and the cumulative ones only
+ * ever grow. */
+struct nl_seg_proc {
+	_Atomic uint64_t have;          /* NL_PROC_HAVE_* of procmetrics.h: which fields hold a value */
+	_Atomic uint64_t cpu_user_ns, cpu_system_ns;
+	_Atomic uint64_t switches_voluntary, switches_involuntary;
+	_Atomic uint64_t rss_bytes;
+	_Atomic uint64_t threads;
+	_Atomic uint64_t fds;
 };
 
 /* An attribute as a segment keeps it. */
@@ -143,7 +161,9 @@ struct nl_seg_header {
 	/* The pid of the process that exports this segment while its owner
 	 * lives (nemolens-run, for its tree), 0: the owner exports itself. */
 	_Atomic uint32_t exporter;
+	struct nl_seg_proc proc;
 };
+_Static_assert(sizeof(struct nl_seg_header) <= NL_SEG_DATA, "the header fits before the first record");
 
 /* ---- this process's arena ------------------------------------------------ */
 

@@ -124,17 +124,37 @@ __attribute__((noreturn)) static void die_usage(const char *why)
 static const int forwarded[] = { SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2, SIGWINCH };
 
 /* Reaps every child that has ended (orphans too, when this is pid 1 or a
- * subreaper); true once the program's status is in *status. */
-static bool reap(pid_t child, int *status)
+ * subreaper); true once the program's status is in *status. Each is looked
+ * at first while it is still a zombie: its final CPU time is in /proc until
+ * it is reaped, and never again after (tree_ended). */
+static bool reap(struct tree *t, pid_t child, int *status)
 {
 	bool done = false;
 	int st;
 	pid_t w;
-	while ((w = waitpid(-1, &st, WNOHANG)) > 0)
+	for (;;) {
+		siginfo_t si;
+		si.si_pid = 0;
+		if (waitid(P_ALL, 0, &si, WEXITED | WNOHANG | WNOWAIT) != 0) {
+			if (errno == EINTR)
+				continue;
+			w = -1;
+			break;
+		}
+		if (si.si_pid == 0) {
+			w = 0;
+			break;
+		}
+		tree_ended(t, si.si_pid);
+		while ((w = waitpid(si.si_pid, &st, 0)) < 0 && errno == EINTR)
+			;
+		if (w < 0)
+			break;
 		if (w == child) {
 			*status = st;
 			done = true;
 		}
+	}
 	if (w < 0 && errno == ECHILD && !done) {
 		/* Cannot happen with SIGCHLD at its default; never hang on it. */
 		fprintf(stderr, "%s: lost track of the program\n", progname);
@@ -293,7 +313,7 @@ static int run(char **argv)
 			break;
 		}
 		if (sig == SIGCHLD) {
-			if (reap(child, &status))
+			if (reap(&tree, child, &status))
 				break;
 			continue;
 		}

@@ -144,6 +144,7 @@ int print_config(const char *program)
 	put_list("resource_attributes", cfg.resource, cfg.n_resource, false);
 	put("destinations", cfg.destinations);
 	put_bool("memory_profiling", cfg.memory_profiling);
+	put_bool("process_metrics", cfg.process_metrics);
 	put_long("memory_sample_interval_ms", cfg.memory_interval_ms);
 	put_long("cardinality_limit", (long)cfg.cardinality_limit);
 	put("console_path", cfg.console_path ? cfg.console_path : "(stderr)");

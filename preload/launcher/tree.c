@@ -28,6 +28,7 @@
 #include "log.h"
 #include "memsampler.h"
 #include "memtrees.h"
+#include "proctree.h"
 #include "segment.h"
 #include "summary_collect.h"
 #include "treestore.h"
@@ -102,7 +103,8 @@ void tree_setup(struct tree *t)
 	if (c->prometheus && !t->on && c->enabled && c->metrics_enabled)
 		fprintf(stderr, "%s: no Prometheus endpoint: %s\n", progname, tree_off_reason(c));
 	if (t->serving)
-		treestore_init(nl_seg_delivery_key(c), (uint32_t)getpid(), (uint64_t)c->leftover_max_age_s * 1000000000u);
+		treestore_init(nl_seg_delivery_key(c), (uint32_t)getpid(), (uint64_t)c->leftover_max_age_s * 1000000000u,
+			       c->process_metrics);
 	t->sampling = t->on && c->memory_profiling;
 	if (t->sampling)
 		nl_memsampler_configure(c);
@@ -158,6 +160,10 @@ static size_t tree_export(struct tree *t, bool thorough, uint64_t deadline_ns, u
 				.seen_arg = t, .no_send = !t->sending };
 	if (t->sampling)
 		nl_memsampler_ended();   /* before their last values go */
+	/* The live processes' figures from /proc, zombies' final CPU time
+	 * among them, before anything is read. */
+	if (t->cfg.process_metrics)
+		nl_proctree_sample(nl_seg_delivery_key(&t->cfg), t->exporters, t->n_exporters, 0);
 	nl_adopt_run(&a, deadline_ns, thorough, NULL);
 	size_t points = 0;
 	size_t n = nl_adopt_live(&a, t->exporters, t->n_exporters, deadline_ns, &points, NULL);
@@ -362,6 +368,12 @@ bool tree_watch_saw(const struct tree *t)
 }
 
 void tree_unwatch(struct tree *t) { t->watching = false; }
+
+void tree_ended(struct tree *t, int pid)
+{
+	if (t->on && t->cfg.process_metrics)
+		nl_proctree_sample(nl_seg_delivery_key(&t->cfg), t->exporters, t->n_exporters, pid);
+}
 
 /* After the program ended: the program's last values and its descendants'
  * as they stand; the keeper takes over those that live on. */

@@ -84,6 +84,9 @@ bool tree_watch_saw(const struct tree *t);
 
 /* The directory is looked at no more. */
 void tree_unwatch(struct tree *t);
+/* A child of nemolens-run has ended and is not reaped yet: its last figures
+ * from /proc (its final CPU time) go into its segment now. */
+void tree_ended(struct tree *t, int pid);
 
 /* Forks the keeper, which takes over the export if this process ends
  * first; it runs with the signal mask mask. */

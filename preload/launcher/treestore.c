@@ -10,6 +10,7 @@
 #include "clock.h"
 #include "exposition.h"
 #include "foreign.h"
+#include "proctree.h"
 #include "registry.h"
 #include "segment.h"
 #include "segread.h"
@@ -34,12 +35,14 @@ static struct {
 	uint64_t key;
 	uint64_t max_age_ns;
 	uint32_t exporter;
+	bool procs;                     /* the processes' figures from /proc (proctree.h) */
 	struct kept *kept;              /* under mu */
 	size_t n, cap;
 } store = { .mu = PTHREAD_MUTEX_INITIALIZER };
 
-void treestore_init(uint64_t key, uint32_t exporter, uint64_t max_age_ns)
+void treestore_init(uint64_t key, uint32_t exporter, uint64_t max_age_ns, bool procs)
 {
+	store.procs = procs;
 	store.key = key;
 	store.exporter = exporter;
 	store.max_age_ns = max_age_ns;
@@ -123,6 +126,10 @@ static void peek_dead(void)
 int treestore_render(struct nl_promtext *t, bool openmetrics)
 {
 	uint32_t exporters[1] = { store.exporter };
+	/* The figures as they are now, within the sampler's budget: a scrape
+	 * right after the export's pass shows that pass's. */
+	if (store.procs)
+		nl_proctree_sample(store.key, exporters, 1, 0);
 	nl_seg_read_exported(store.key, exporters, 1, treestore_seen, NULL);
 	peek_dead();
 	pthread_mutex_lock(&store.mu);

@@ -25,9 +25,10 @@
 #include "promname.h"
 
 /* Once, before either thread runs: the tree's delivery key, this
- * launcher's pid (the exporter its segments name), and the age past which
- * a leftover is removed (NEMOLENS_LEFTOVER_MAX_AGE_S). */
-void treestore_init(uint64_t key, uint32_t exporter, uint64_t max_age_ns);
+ * launcher's pid (the exporter its segments name), the age past which a
+ * leftover is removed (NEMOLENS_LEFTOVER_MAX_AGE_S), and whether each scrape
+ * samples the processes' figures from /proc first (proctree.h). */
+void treestore_init(uint64_t key, uint32_t exporter, uint64_t max_age_ns, bool procs);
 
 /* Keeps a copy of a segment just read (the adopter's seen callback):
  * data[0,len) is valid during the call only. */

@@ -45,6 +45,7 @@
 #include "loadpath.h"
 #include "log.h"
 #include "memsampler.h"
+#include "procmetrics.h"
 #include "real.h"
 #include "registry.h"
 #include "resource.h"
@@ -230,10 +231,18 @@ static bool final_kept;
 
 static bool export_once(struct nl_transport **tp, uint64_t deadline_ns, uint64_t retry_until_ns, bool final)
 {
-	struct nl_snapshot *snap = nl_snapshot_take(cfg.delta_counters, cfg.delta_histograms, proc.start_unix_ns,
-						    nl_realtime_ns());
+	uint64_t now = nl_realtime_ns();
+	struct nl_snapshot *snap = nl_snapshot_take(cfg.delta_counters, cfg.delta_histograms, proc.start_unix_ns, now);
 	if (!snap)
 		return false;
+	/* This process's figures from /proc, sampled by its own thread before
+	 * its exports (never by the exit flush, which runs in the program's
+	 * thread: it sends the last sample). */
+	if (cfg.process_metrics && nl_seg_base && !nl_seg_inherited() && snap->n_points > 0 &&
+	    !nl_procmetrics_append(snap, &nl_seg_header()->proc, proc.start_unix_ns, now)) {
+		nl_snapshot_free(snap);
+		return false;
+	}
 	bool ok = true;
 	if (snap->n_points > 0) {
 		make_resource();   /* points come after a first record, which made it */
@@ -297,7 +306,8 @@ static void publish_segment(void)
 		.instance_id = resource.instance_id,
 		.start_unix_ns = proc.start_unix_ns,
 		.flags = (cfg.delta_counters ? NL_SEG_DELTA_COUNTERS : 0) |
-			 (cfg.delta_histograms ? NL_SEG_DELTA_HISTOGRAMS : 0) | nl_memsampler_roles(),
+			 (cfg.delta_histograms ? NL_SEG_DELTA_HISTOGRAMS : 0) | nl_memsampler_roles() |
+			 (cfg.process_metrics ? NL_SEG_PROC_METRICS : 0),
 		.interval_ms = (uint32_t)cfg.export_interval_ms,
 		.delivery_key = delivery_key,
 		.exporter = run_exporter && kill((pid_t)run_exporter, 0) == 0 ? run_exporter : 0,
@@ -406,8 +416,11 @@ static void *exporter_main(void *arg)
 		if (now >= next_export) {
 			/* A process that only delivers for others (it forked, but
 			 * recorded nothing) has nothing of its own to take. */
-			if (atomic_load(&nl_runtime_kicked))
+			if (atomic_load(&nl_runtime_kicked)) {
+				if (cfg.process_metrics)
+					nl_procmetrics_sample_self();
 				export_once(&proc.transport, export_deadline(), now + interval_ns, false);
+			}
 			next_export = nl_monotonic_ns() + interval_ns;
 		}
 		if (can_adopt && now >= next_adopt) {

@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "check.h"
+#include "procmetrics.h"
 #include "registry_impl.h"
 #include "segread.h"
 
@@ -273,6 +274,10 @@ struct nl_snapshot *nl_snapshot_of_segment(const uint8_t *data, size_t len, uint
 		snap->n_points += m->n_points;
 		snap->n_metrics++;
 	}
+	/* The figures its exporter read from /proc, the last ones of a
+	 * process that ended. */
+	if ((h->flags & NL_SEG_PROC_METRICS) && !nl_procmetrics_append(snap, &h->proc, h->start_unix_ns, now_ns))
+		goto fail;
 	free(insts);
 	free(order);
 	return snap;

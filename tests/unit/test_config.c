@@ -89,6 +89,7 @@ static const char *const ALL_VARS[] = {
 	"NEMOLENS_METRICS_ENABLED",
 	"NEMO_GYM_OTEL_METRICS_ENABLED",
 	"NEMOLENS_MEMORY_PROFILING",
+	"NEMOLENS_PROCESS_METRICS",
 	"NEMO_GYM_OTEL_MEMORY_PROFILING_ENABLED",
 	"OTEL_METRICS_EXPORTER",
 	"NEMO_GYM_OTEL_EXPORTER",
@@ -168,6 +169,7 @@ static void assert_scalar_defaults(const struct nl_config *c)
 	cr_assert_not(c->delta_histograms);
 	cr_assert_eq(c->n_resource, 0);
 	cr_assert_not(c->memory_profiling);
+	cr_assert(c->process_metrics);
 	cr_assert_eq(c->memory_interval_ms, 1000);
 	cr_assert_eq(c->cardinality_limit, 2000);
 	cr_assert_eq(c->log_level, NL_LOG_WARN);
@@ -194,6 +196,23 @@ Test(config, adopt_modes_and_leftover_age)
 	env_set("NEMOLENS_ADOPT", "sometimes");
 	load(&c);
 	cr_assert_eq(c.adopt, NL_ADOPT_OWN, "invalid: the default");
+	nl_config_free(&c);
+}
+
+Test(config, process_metrics_on_unless_turned_off)
+{
+	struct nl_config c;
+	env_set("NEMOLENS_PROCESS_METRICS", "false");
+	load(&c);
+	cr_assert_not(c.process_metrics);
+	nl_config_free(&c);
+	env_set("NEMOLENS_PROCESS_METRICS", "maybe");
+	load(&c);
+	cr_assert(c.process_metrics, "invalid: the default");
+	nl_config_free(&c);
+	env_set("NEMOLENS_PROCESS_METRICS", "true");
+	load(&c);
+	cr_assert(c.process_metrics);
 	nl_config_free(&c);
 }
 
