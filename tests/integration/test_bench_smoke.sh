@@ -128,6 +128,8 @@ rows=(
 	"aiohttp, every acquisition queued: CPU per request"
 	"request on a free slot: instr"
 	"scrape of /metrics, a tree of 100 live processes"
+	"process figures: one sample of a tree of 100 processes"
+	"process figures: one sample of a tree of 1,000 processes"
 )
 
 # The final table starts at its header line; every row must be in it, once.
