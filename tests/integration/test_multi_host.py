@@ -35,6 +35,7 @@ from otlp_grpc_sink import GrpcSink  # noqa: E402
 from otlp_sink import attrs  # noqa: E402
 
 LAUNCHER = os.path.join(os.path.dirname(harness.SO), "nemolens-run")
+FETCH = os.path.join(os.path.dirname(os.path.abspath(__file__)), "http_apps", "fetch.py")
 CONNECT = "gym.http.connection_pool.connect_total"
 REQUESTS = "http.client.request.duration"
 DEST = "nemo.gym.http.destination.server.name"
@@ -132,7 +133,7 @@ class MultiHost(unittest.TestCase):
                                    NEMOLENS_DESTINATIONS=f"pages={NET}.0.0/16")
         # The worker stays until the test has read Prometheus: the
         # endpoint is the launcher's, and ends with it.
-        work = (f'for k in $(seq {FETCHES[i]}); do curl -s -o /dev/null "http://{peer}:{port}/work"; done; '
+        work = (f'for k in $(seq {FETCHES[i]}); do "{harness.PYTHON}" "{FETCH}" "http://{peer}:{port}/work" >/dev/null; done; '
                 f'while [ ! -e {self.done} ]; do sleep 0.05; done')
         host = (f'hostname nl-host-{i} && exec "{LAUNCHER}" --protocol grpc '
                 f'--endpoint http://{peer}:{self.receiver.port} --prometheus={NET}.{i}.2:{SCRAPE_PORT} '
@@ -175,7 +176,7 @@ class MultiHost(unittest.TestCase):
             self.assertEqual(w.returncode, 0, f"host {i}: {err}")
             self.assertEqual(out + err, "", f"host {i}")
         self.assertEqual(scraped, {(h, JOB): n for h, n in truth.items()}, "Prometheus, by host and run")
-        # Every curl process is an instance of its own host (the shells
+        # Every fetching process is an instance of its own host (the shells
         # record nothing).
         self.assertEqual({r["metric"]["host_name"]: int(r["value"][1]) for r in info}, truth)
         by_host, instances, run_ids = {}, {}, set()
@@ -193,7 +194,7 @@ class MultiHost(unittest.TestCase):
         self.assertEqual(served, truth, "the server's own counts")
         self.assertEqual(by_host, truth)
         self.assertEqual(requests, truth)
-        # One curl process per fetch, each its own instance, on its own host only.
+        # One process per fetch, each its own instance, on its own host only.
         self.assertEqual({h: len(s) for h, s in instances.items()}, truth)
         self.assertEqual(len(set().union(*instances.values())), sum(FETCHES.values()))
         self.assertEqual(run_ids, {JOB})

@@ -4,7 +4,8 @@
 The receiver is grpcio serving the MetricsService that Debian generates
 from the official OTLP proto files (otlp_grpc_sink.py). One workload runs
 under the shim: a program that connects and forks children that connect,
-and curl fetching from a local HTTP server, two routes, two statuses.
+and a Python client fetching from a local HTTP server, two routes, two
+statuses.
 
 - Its values over gRPC, plaintext and TLS, gzip or not, under plain
   LD_PRELOAD and under nemolens-run, equal those the same workload exports
@@ -38,6 +39,7 @@ from otlp_sink import attrs  # noqa: E402
 LAUNCHER = os.path.join(os.path.dirname(harness.SO), "nemolens-run")
 QUIET = os.path.join(harness.BIN, "quiet_client")
 STEADY = os.path.join(harness.BIN, "steady_client")
+FETCH = os.path.join(os.path.dirname(os.path.abspath(__file__)), "http_apps", "fetch.py")
 CONNECT = "gym.http.connection_pool.connect_total"
 SANITIZED = bool(os.environ.get("NL_SANITIZER_RUNTIME"))
 CONNECTS, FORKS = 3, 2           # the workload's connects: CONNECTS, then one per child
@@ -119,8 +121,7 @@ class GrpcExport(unittest.TestCase):
         run without the shim is the test's to compare."""
         base = f"http://127.0.0.1:{self.pages.server_address[1]}"
         fetches = " ".join(f"{base}{route}" for route, n in ROUTES for _ in range(n))
-        script = (f'"{QUIET}" {self.listener.port} {CONNECTS} {FORKS} 2>&1; '
-                  f'for u in {fetches}; do curl -s -o /dev/null -w "%{{http_code}}\\n" "$u"; done')
+        script = f'"{QUIET}" {self.listener.port} {CONNECTS} {FORKS} 2>&1; "{harness.PYTHON}" "{FETCH}" {fetches}'
         args = ["/bin/sh", "-c", script]
         settings.setdefault("NEMOLENS_DESTINATIONS", f"pages=127.0.0.1:{self.pages.server_address[1]},"
                             f"listener=127.0.0.1:{self.listener.port}")
