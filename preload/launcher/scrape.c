@@ -177,14 +177,15 @@ int scrape_start(const char *host, long port, char *why, unsigned long why_size)
 		else
 			((struct sockaddr_in6 *)&addr)->sin6_port = htons((uint16_t)port);
 		unsigned flags = MHD_USE_AUTO_INTERNAL_THREAD | (a->ai_family == AF_INET6 ? MHD_USE_IPv6 : 0);
+		/* Before the daemon starts: its thread reads it from its first
+		 * request on, and the thread's creation orders this write first. */
+		server.loopback_only = is_loopback((struct sockaddr *)&addr);
 		server.daemon = mhd.start_daemon(flags, (uint16_t)port, NULL, NULL, answer, NULL, MHD_OPTION_SOCK_ADDR,
 						 (struct sockaddr *)&addr, MHD_OPTION_CONNECTION_LIMIT,
 						 (unsigned)MAX_CONNECTIONS, MHD_OPTION_CONNECTION_TIMEOUT,
 						 (unsigned)IDLE_SECONDS, MHD_OPTION_CONNECTION_MEMORY_LIMIT,
 						 (size_t)CONNECTION_MEMORY, MHD_OPTION_END);
-		if (server.daemon) {
-			server.loopback_only = is_loopback((struct sockaddr *)&addr);
-		} else {
+		if (!server.daemon) {
 			char text[INET6_ADDRSTRLEN] = "?";
 			const void *in = a->ai_family == AF_INET ? (const void *)&((struct sockaddr_in *)&addr)->sin_addr
 								 : (const void *)&((struct sockaddr_in6 *)&addr)->sin6_addr;
