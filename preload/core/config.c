@@ -865,6 +865,7 @@ NL_LOAD_PATH void nl_config_load(struct nl_config *cfg, nl_getenv_fn get, const 
 	if ((cfg->server_name = keep_str(cfg, v)))
 		nl_utf8_sanitize(cfg->server_name);
 	v = env_get(&e, "NEMOLENS_SERVER_TYPE");
+	cfg->server_type_known = v || (gym_name && gym_type[0]);
 	if (!v)
 		v = gym_name && gym_type[0] ? gym_type : "process";
 	if ((cfg->server_type = keep_str(cfg, v)))

@@ -59,6 +59,7 @@ struct nl_config {
 	char *service_name;             /* OTEL_SERVICE_NAME or service.name resource attr; may be NULL */
 	char *server_name;              /* NEMOLENS_SERVER_NAME, else service name, else program name */
 	char *server_type;              /* NEMOLENS_SERVER_TYPE, default "process" */
+	bool server_type_known;         /* server_type was given or read from Gym's configuration */
 	char *run_id;                   /* nemo.run.id: NEMO_GYM_OTEL_RUN_ID, SLURM_JOB_ID, NL_ENV_RUN_ID, or made */
 	bool run_id_made;               /* made here, by the tree's outermost process: its descendants get it */
 	struct nl_header *resource;     /* OTEL_RESOURCE_ATTRIBUTES, decoded; as headers */

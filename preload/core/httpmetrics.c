@@ -18,6 +18,7 @@
 #include "log.h"
 #include "registry.h"
 #include "route.h"
+#include "startup.h"
 #include "state.h"
 #include "table.h"
 
@@ -625,6 +626,9 @@ void nl_http_server_done(const struct nl_http_exchange *x)
 {
 	if (!i_server && !made_by_kick(&i_server))
 		return;
+	/* After the first response: this load and a branch. */
+	if (__builtin_expect(atomic_load_explicit(&nl_startup_pending, memory_order_relaxed), 0) && x->status)
+		nl_startup_first_response();
 	struct cell *c = cell_for(false, x);
 	double s = (double)(int64_t)x->duration_ns / 1e9;   /* (below 2^63: the glue's durations are 32-bit microseconds) */
 	nl_hist_record(i_server, series_of(c, S_DURATION), s);
@@ -687,8 +691,9 @@ void nl_httpmetrics_register(void)
 {
 	if (!nl_http_server_on && !nl_http_client_on)
 		return;
-	/* Room for the series hooks create: every combination, three series each. */
-	nl_registry_reserve_static(CELLS * 3 + 4 * NL_HTTP_SERVER_NAMES_MAX + 2 * (NL_HTTP_METHODS_MAX + 1));
+	/* Room for the series hooks create: every combination, three series
+	 * each; and the start-up figures' three (startup.h). */
+	nl_registry_reserve_static(CELLS * 3 + 4 * NL_HTTP_SERVER_NAMES_MAX + 2 * (NL_HTTP_METHODS_MAX + 1) + 3);
 	i_server = nl_inst(NL_I_HTTP_SERVER_DURATION);
 	i_active = nl_inst(NL_I_HTTP_SERVER_ACTIVE);
 	i_req_body = nl_inst(NL_I_HTTP_SERVER_REQUEST_BODY);
@@ -700,6 +705,8 @@ void nl_httpmetrics_register(void)
 		i_server = i_client = NULL;
 		return;
 	}
+	if (nl_http_server_on)
+		nl_startup_register();
 	overflow_cell[0].s[S_DURATION] = nl_instrument_overflow(i_server);
 	overflow_cell[0].s[S_REQUEST_BODY] = nl_instrument_overflow(i_req_body);
 	overflow_cell[0].s[S_RESPONSE_BODY] = nl_instrument_overflow(i_resp_body);

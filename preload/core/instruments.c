@@ -37,6 +37,16 @@ const double nl_queue_ms_bounds[17] = { 0.01, 0.05, 0.1, 0.25, 0.5, 1,	 2.5,  5,
 const double nl_http_duration_s_bounds[14] = { 0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.25,
 					       0.5,   0.75, 1,	   2.5,	 5,	7.5, 10 };
 
+/* Start-up times, ours (Gym's SERVER_STARTUP_BOUNDARIES_MS is not known
+ * here): from a C server ready in tens of milliseconds to a model server
+ * that loads weights for ten minutes, about two buckets a decade, the same
+ * edges in seconds for the ready duration and in milliseconds for Gym's
+ * stages (whose venv set-up can take minutes too). */
+NL_COLD_RODATA const double nl_ready_s_bounds[14] = { 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5,
+					       10,   30,  60,   120, 300, 600, 1800 };
+NL_COLD_RODATA const double nl_startup_ms_bounds[15] = { 10,	50,    100,    250,    500,	1000,	2500, 5000,
+						  10000, 30000, 60000, 120000, 300000, 600000, 1800000 };
+
 #define NB(a) (sizeof(a) / sizeof *(a))
 
 #define GAUGE(n, u, d) { n, u, d, NL_GAUGE, NULL, 0, false }
@@ -174,6 +184,13 @@ const struct nl_inst_def nl_inst_defs[NL_N_INST] = {
 			    "The collector's counts (gc.get_count): allocations since the last collection for "
 			    "generation 0, collections of the younger generation for the others",
 			    NL_GAUGE_INT, NULL, 0, true },
+	/* Recorded once per server process, at its first response (startup.h). */
+	[NL_I_SERVER_READY] = { "nemolens.server.ready.duration", "s",
+				"Time from the process's start to the first response it wrote on a socket it accepted",
+				NL_HISTOGRAM, nl_ready_s_bounds, NB(nl_ready_s_bounds), true },
+	[NL_I_GYM_STARTUP_STAGE_MS] = { "gym.server.startup_stage_duration_ms", "ms",
+					"Duration of one stage of a server's start-up, from NeMo Gym's launch stamps",
+					NL_HISTOGRAM, nl_startup_ms_bounds, NB(nl_startup_ms_bounds), true },
 	/* Same name, unit and kind as the memory sampler's registration. */
 	[NL_I_GYM_SERVERS_ACTIVE] = { "gym.servers.active", "", "Number of active Gym servers.", NL_GAUGE_INT, NULL, 0,
 				   true },

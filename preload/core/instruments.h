@@ -58,6 +58,8 @@ enum nl_inst_id {
 	NL_I_GC_COLLECTED,
 	NL_I_GC_UNCOLLECTABLE,
 	NL_I_GC_COUNT,
+	NL_I_SERVER_READY,
+	NL_I_GYM_STARTUP_STAGE_MS,
 	NL_N_INST
 };
 
@@ -89,5 +91,7 @@ extern const double nl_genai_tpot_s_bounds[13];
 extern const double nl_gym_model_call_ms_bounds[13];
 extern const double nl_gym_ttft_ms_bounds[12];
 extern const double nl_gym_tokens_bounds[12];
+extern const double nl_ready_s_bounds[14];
+extern const double nl_startup_ms_bounds[15];
 
 #endif

@@ -50,6 +50,7 @@
 #include "registry.h"
 #include "resource.h"
 #include "segment.h"
+#include "startup.h"
 #include "state.h"
 
 /* ---- state --------------------------------------------------------------- */
@@ -807,6 +808,7 @@ static void forget_parent(bool recorded)
 	nl_hooks_bypass = bypass;
 	atomic_store(&nl_runtime_kicked, false);
 	nl_memsampler_atfork_child();
+	nl_startup_atfork_child();
 	proc = (struct process){ .pid = getpid() };
 	atomic_store(&thread_ever, false);
 	atomic_store(&abort_send, false);
@@ -877,6 +879,7 @@ NL_LOAD_PATH bool nl_runtime_load(void)
 	}
 	exit_quick = !nl_env_get("NEMOLENS_EXIT_TIMEOUT_MS");
 	const char *runner = nl_env_get(NL_ENV_RUN_EXPORTER);
+	nl_startup_load(&cfg);
 	nl_env_close();   /* before anything sets a variable (the memory sampler) */
 	proc.pid = getpid();
 
