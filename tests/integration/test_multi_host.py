@@ -135,7 +135,10 @@ class MultiHost(unittest.TestCase):
         # endpoint is the launcher's, and ends with it.
         work = (f'for k in $(seq {FETCHES[i]}); do "{harness.PYTHON}" "{FETCH}" "http://{peer}:{port}/work" >/dev/null; done; '
                 f'while [ ! -e {self.done} ]; do sleep 0.05; done')
-        host = (f'hostname nl-host-{i} && exec "{LAUNCHER}" --protocol grpc '
+        # ip, unshare and hostname run without a sanitizer build's runtime
+        # (it has no business in them): only nemolens-run gets it.
+        env["NL_HOST_PRELOAD"] = env.pop("LD_PRELOAD", "")
+        host = (f'hostname nl-host-{i} && exec env LD_PRELOAD="$NL_HOST_PRELOAD" "{LAUNCHER}" --protocol grpc '
                 f'--endpoint http://{peer}:{self.receiver.port} --prometheus={NET}.{i}.2:{SCRAPE_PORT} '
                 f'-- /bin/sh -c \'{work}\'')
         w = subprocess.Popen(["ip", "netns", "exec", self.hosts[i], "unshare", "--uts", "/bin/sh", "-c", host],

@@ -54,10 +54,14 @@ OPENMETRICS = "application/openmetrics-text;version=1.0.0,text/plain;version=0.0
 # exposition: the specification spells ms out as _milliseconds where
 # Prometheus' own convention is seconds, keeps a name's own _ms, and
 # OpenMetrics names a counter's family without the _total its samples
-# carry, which the text parser promtool uses cannot relate.
+# carry, which the text parser promtool uses cannot relate; and the
+# OpenTelemetry process conventions name counts *.count.
 PROMTOOL_ALLOWED = [r'metric names should not contain abbreviated units$',
                     r'use base unit "seconds" instead of "milliseconds"$',
-                    r'^\S+_total no help text$']
+                    r'^\S+_total no help text$',
+                    # The process conventions' own names end in count
+                    # (process.thread.count): not a summary's _count.
+                    r'non-histogram and non-summary metrics should not have "_count" suffix$']
 
 
 def free_port():
