@@ -15,9 +15,10 @@
  * other goes through the states: whole lines at once where it can, byte by
  * byte where a line is split across calls or unusual. Only the request
  * line, the status line, Host, Content-Length and Transfer-Encoding are
- * looked into; other field lines are only checked for a ':'. Body bytes are
- * counted, never read, but those of a tapped exchange, which are handed to
- * the sink as they are (NL_H1_BODY).
+ * looked into; a field line whose first letter is that of none of those
+ * names is only delimited, the others are checked for their ':'. Body
+ * bytes are counted, never read, but those of a tapped exchange, which are
+ * handed to the sink as they are (NL_H1_BODY).
  *
  * Pending requests: the request stream pushes a request to the ring when its
  * request line is complete (after reporting REQ_LINE); the response stream
@@ -38,9 +39,14 @@
  * - Empty lines before a start line are skipped in both directions.
  * - A status line may end right after the code ("HTTP/1.1 200\r\n"); codes
  *   100..999.
- * - A field line needs a ':' with no byte <= SP before it; no other check of
- *   names. Two Host fields, or a Host value with whitespace or controls
- *   inside, are malformed; an empty Host is reported as "" (not NULL).
+ * - A field line whose first byte is a letter that starts a name looked
+ *   into in its section (c, t; h in requests) needs a ':' with no byte <= SP
+ *   before it. Any other field line is only delimited by its '\n': its name
+ *   cannot be one that decides framing or a value the parser reports, and
+ *   the peers, not the shim, judge what it holds. A first byte SP or HT
+ *   (obs-fold) or ':' (an empty name) is malformed. Two Host fields, or a
+ *   Host value with whitespace or controls inside, are malformed; an empty
+ *   Host is reported as "" (not NULL).
  * - Content-Length may be a list of equal values, or repeat them; chunk
  *   extensions and the reason phrase are skipped unread. Fields of the
  *   trailer section are not looked into.
@@ -979,7 +985,9 @@ static bool value_line(const struct run *r, const uint8_t *v, const uint8_t *ve)
 /* ---- field lines --------------------------------------------------------------------- */
 
 /* The name of a field line up to ':', byte-wise; a whole line with a field
- * of no interest is consumed here at once. */
+ * of no interest is consumed here at once. Only lines whose first letter is
+ * that of a field looked into come here; the others are only delimited
+ * (S_SKIP). */
 NOINLINE static const uint8_t *parse_name(const struct run *r, const uint8_t *p, const uint8_t *e)
 {
 	struct nl_h1_half *s = r->s;
@@ -1063,13 +1071,15 @@ NOINLINE static const uint8_t *parse_field(const struct run *r, const uint8_t *p
 	s->sub = 0;
 	s->line_len = 0;
 	s->flags &= (uint16_t)~F_WS;
-	s->state = S_NAME;
+	/* A name that cannot be one looked into: the line is only delimited. */
+	s->state = f ? S_NAME : S_SKIP;
 	return p;
 }
 
 /* What a field line's first byte says, by section (request header, response
  * header, trailer): L_SPECIAL for a line for the byte-wise path, else the
- * length of a name that matters with that first letter (0: none). */
+ * length of a name that matters with that first letter (0: none, the
+ * line is only delimited). */
 enum { L_SPECIAL = 0x80 };
 #define LENS_SPECIAL ['\r'] = L_SPECIAL, ['\n'] = L_SPECIAL, [' '] = L_SPECIAL, ['\t'] = L_SPECIAL, [':'] = L_SPECIAL
 #define LENS_CT ['c'] = 14, ['C'] = 14, ['t'] = 17, ['T'] = 17
@@ -1246,23 +1256,13 @@ static QUICK bool quick_value(const struct run *r, const uint8_t *p, unsigned n,
 	return field_line(r, p, p + n, nl, n);
 }
 
-/* The name lengths that matter, as bits, by section (request header, response
- * header, trailer), for quick_fields: a line whose ':' is at one of them is
- * looked into. Bit 0 stands for an empty name, malformed. */
-#define LEN_BIT(n) (1u << (n))
-static const uint32_t name_len_bits[3] = {
-	LEN_BIT(0) | LEN_BIT(4) | LEN_BIT(14) | LEN_BIT(17),
-	LEN_BIT(0) | LEN_BIT(14) | LEN_BIT(17),
-	LEN_BIT(0),
-};
-
 #endif
 
 #ifdef NL_H1_SIMD
 /* The quick path (h1_quick.h, included below): its SSE2 copy serves the
  * general code too. */
 static QUICK const uint8_t *quick_fields_sse2(const struct run *r, const uint8_t *p, const uint8_t *e, unsigned *fields,
-					      uint32_t lens);
+					      const uint8_t *lens);
 static QUICK const uint8_t *request_quick_sse2(const struct run *r, const uint8_t *p, const uint8_t *e);
 static QUICK const uint8_t *response_quick_sse2(const struct run *r, const uint8_t *p, const uint8_t *e);
 #endif
@@ -1282,7 +1282,7 @@ static const uint8_t *parse_fields(const struct run *r, const uint8_t *p, const 
 		for (;;) {
 #ifdef NL_H1_SIMD
 			if (r->wide32) {
-				p = quick_fields_sse2(r, p, e, &fields, name_len_bits[s->flags & F_TRAILER ? 2 : !r->req]);
+				p = quick_fields_sse2(r, p, e, &fields, lens);
 				if (!p)
 					return NULL;
 			}
@@ -1293,6 +1293,17 @@ static const uint8_t *parse_fields(const struct run *r, const uint8_t *p, const 
 			unsigned want = lens[*p];
 			if (want & L_SPECIAL)
 				break;
+			if (!want) {
+				/* A field of no interest: its end, no more. */
+				const uint8_t *nl = find_nl(r, p);
+				if (!nl)
+					break;
+				if (nl - p >= FIELD_LINE_MAX)
+					return fail(r), NULL;
+				fields++;
+				p = nl + 1;
+				continue;
+			}
 			const uint8_t *colon, *nl = find_line(p, e, &colon);
 			if (!nl)
 				break;

@@ -4,26 +4,88 @@
  * Q_TARGET is their target attribute, Q_AVX2 picks 32-byte loads for the
  * field lines. Everything the copies call is defined once in h1.c. */
 
-/* Whole field lines whose ':' is in their first 32 bytes, for a call of 32
- * bytes or more: each line's '\n' and ':' from 16-byte loads at its start
- * (the last 32 bytes of the call near its end). A line is only looked into
- * when its name has the length of one that matters (lens: name_len_bits);
- * the others get the one check of their ':'. Stops at the first line it
- * does not take (a first byte <= SP among them: the head's end), for the
- * general code (fields: lines taken so far); NULL after a fail. */
-Q_TARGET static QUICK const uint8_t *Q(quick_fields)(const struct run *r, const uint8_t *p, const uint8_t *e,
-						     unsigned *fields, uint32_t lens)
+/* The '\n' of a line longer than 32 bytes, from p + 32 (NULL: a partial
+ * line; fail: too long). */
+Q_TARGET static inline const uint8_t *Q(long_line)(const uint8_t *p, const uint8_t *e, bool *fail)
 {
+	const uint8_t *q = p + 32, *nl;
+	if (__builtin_expect(e - q >= 16, 1)) {
+		unsigned m = eq_mask(_mm_loadu_si128((const __m128i *)(const void *)q), '\n');
+		if (m)
+			return q + low_bit32(m);
+		nl = line_end(q + 16, e);
+		*fail = nl && nl - p >= FIELD_LINE_MAX;
+		return nl;
+	}
+	/* Near the end: its last 16 bytes, shifted. */
+	unsigned m = q == e ? 0 : eq_mask(_mm_loadu_si128((const __m128i *)(const void *)(e - 16)), '\n') >> (16 - (e - q));
+	return m ? q + low_bit32(m) : NULL;
+}
+
+/* Whole field lines, for a call of 32 bytes or more, each found from a load
+ * of the 32 bytes at its start (the last 32 bytes of the call near its
+ * end). A line is classed by its first byte (tab: name_lens' row for the
+ * section). A line whose name cannot be one the parser keeps, its first
+ * letter being none of theirs, is only delimited: its '\n', no more. The
+ * others get the checks RFC 9112 asks for (a ':' in their first 32 bytes,
+ * nothing at or below SP before it) and, when the name has the length of
+ * the kept one with that letter, a look at the name and the value. Stops at
+ * the first line it does not take (a special first byte, the head's end
+ * among them; a partial line), for the general code (fields: lines taken so
+ * far); NULL after a fail. */
+Q_TARGET static QUICK const uint8_t *Q(quick_fields)(const struct run *r, const uint8_t *p, const uint8_t *e,
+						     unsigned *fields, const uint8_t *tab)
+{
+	/* The constants are made once: opaque to the compiler, which would
+	 * otherwise make them again for every line (the calls of the rare
+	 * paths clobber the vector registers), they stay in registers on the
+	 * usual path. */
 #ifdef Q_AVX2
-	const __m256i NL2 = _mm256_set1_epi8('\n'), CO2 = _mm256_set1_epi8(':');
+	__m256i NL2 = _mm256_set1_epi8('\n'), CO2 = _mm256_set1_epi8(':');
+	__asm__("" : "+x"(NL2), "+x"(CO2));
 #else
-	const __m128i NL = _mm_set1_epi8('\n'), CO = _mm_set1_epi8(':');
+	__m128i NL = _mm_set1_epi8('\n'), CO = _mm_set1_epi8(':');
+	__asm__("" : "+x"(NL), "+x"(CO));
 #endif
 	const uint8_t *e32 = e - 32;
 	unsigned nf = *fields;
 	while (p < e) {
-		unsigned mn, mc;
-		if (*p <= ' ')
+		unsigned want = tab[*p], mn, mc;
+		const uint8_t *nl;
+		/* Fields of no interest, one after the other: each line's end, no
+		 * more. */
+		while (__builtin_expect(!want, 1)) {
+			if (__builtin_expect(p <= e32, 1)) {
+#ifdef Q_AVX2
+				mn = (unsigned)_mm256_movemask_epi8(
+					_mm256_cmpeq_epi8(_mm256_loadu_si256((const __m256i *)(const void *)p), NL2));
+#else
+				mn = mask32(_mm_loadu_si128((const __m128i *)(const void *)p),
+					    _mm_loadu_si128((const __m128i *)(const void *)(p + 16)), NL);
+#endif
+				if (__builtin_expect(!mn, 0)) {
+					bool too_long = false;
+					if (!(nl = Q(long_line)(p, e, &too_long)))
+						goto out;       /* a partial line */
+					if (too_long)
+						return fail(r), NULL;
+				} else {
+					nl = p + low_bit32(mn);
+				}
+			} else {
+				unsigned m = eq_mask(_mm_loadu_si128((const __m128i *)(const void *)(e - 16)), '\n');
+				if (e - p <= 16 && (m >>= 16 - (e - p)) != 0)
+					nl = p + low_bit32(m);
+				else if (!(nl = e - p > 16 ? line_end(p, e) : NULL))
+					goto out;       /* a partial line */
+			}
+			nf++;
+			p = nl + 1;
+			if (__builtin_expect(p == e, 0))
+				goto out;
+			want = tab[*p];
+		}
+		if (__builtin_expect(want & L_SPECIAL, 0))
 			break;
 #ifdef Q_AVX2
 		if (__builtin_expect(p <= e32, 1)) {
@@ -37,16 +99,12 @@ Q_TARGET static QUICK const uint8_t *Q(quick_fields)(const struct run *r, const 
 			mn = (unsigned)_mm256_movemask_epi8(_mm256_cmpeq_epi8(v, NL2)) >> sh;
 			mc = (unsigned)_mm256_movemask_epi8(_mm256_cmpeq_epi8(v, CO2)) >> sh;
 		}
-		mc &= mn ^ (mn - 1);
-		if (__builtin_expect(!mc, 0))
-			break;
 #else
 		if (__builtin_expect(p <= e32, 1)) {
 			__m128i v0 = _mm_loadu_si128((const __m128i *)(const void *)p);
 			__m128i v1 = _mm_loadu_si128((const __m128i *)(const void *)(p + 16));
-			mc = (unsigned)_mm_movemask_epi8(_mm_cmpeq_epi8(CO, v0));
-			mn = (unsigned)_mm_movemask_epi8(_mm_cmpeq_epi8(v0, NL)) |
-			     (unsigned)_mm_movemask_epi8(_mm_cmpeq_epi8(v1, NL)) << 16;
+			mn = mask32(v0, v1, NL);
+			mc = mask32(v0, v1, CO);
 		} else {
 			unsigned sh = (unsigned)(p - e32);
 			__m128i v0 = _mm_loadu_si128((const __m128i *)(const void *)e32);
@@ -54,54 +112,32 @@ Q_TARGET static QUICK const uint8_t *Q(quick_fields)(const struct run *r, const 
 			mn = mask32(v0, v1, NL) >> sh;
 			mc = mask32(v0, v1, CO) >> sh;
 		}
+#endif
 		/* The first ':' before the first '\n' (mn ^ (mn - 1): the bits up to
 		 * it, all of them when there is none). */
 		mc &= mn ^ (mn - 1);
-		if (__builtin_expect(!mc, 0)) {
-			/* None in the first 16 bytes: a name of 16 bytes or more? */
-			if (p > e32 || (mn & 0xffff))
-				break;
-			mc = (eq_mask(_mm_loadu_si128((const __m128i *)(const void *)(p + 16)), ':') << 16) & (mn ^ (mn - 1));
-			if (!mc)
-				break;
-		}
-#endif
+		if (__builtin_expect(!mc, 0))
+			break;
 		size_t ci = low_bit32(mc);
-		const uint8_t *nl;
 		if (__builtin_expect(!mn, 0)) {
-			if (p > e32)
+			bool too_long = false;
+			if (p > e32 || !(nl = Q(long_line)(p, e, &too_long)))
 				break;          /* a partial line */
-			/* Longer than 32 bytes: 16 more, then a loop. */
-			const uint8_t *q = p + 32;
-			if (__builtin_expect(e - q >= 16, 1)) {
-				unsigned m = eq_mask(_mm_loadu_si128((const __m128i *)(const void *)q), '\n');
-				if (m) {
-					nl = q + low_bit32(m);
-				} else {
-					nl = line_end(q + 16, e);
-					if (nl && nl - p >= FIELD_LINE_MAX)
-						return fail(r), NULL;
-				}
-			} else {
-				/* Near the end: its last 16 bytes, shifted. */
-				unsigned m = q == e ? 0 : eq_mask(_mm_loadu_si128((const __m128i *)(const void *)(e - 16)), '\n') >> (16 - (e - q));
-				nl = m ? q + low_bit32(m) : NULL;
-			}
-			if (!nl)
-				break;          /* a partial line */
+			if (too_long)
+				return fail(r), NULL;
 		} else {
 			nl = p + low_bit32(mn);
 		}
 		nf++;
-		if (__builtin_expect(lens >> ci & 1, 0)) {
-			/* An empty name, or one of a length that matters. */
-			if (!ci || p[ci - 1] <= ' ' || !quick_value(r, p, (unsigned)ci, nl))
+		if (__builtin_expect(ci == want, 0)) {
+			if (p[ci - 1] <= ' ' || !quick_value(r, p, (unsigned)ci, nl))
 				return fail(r), NULL;
 		} else if (__builtin_expect(p[ci - 1] <= ' ', 0)) {
 			return fail(r), NULL;   /* whitespace (or a control byte) before ':' */
 		}
 		p = nl + 1;
 	}
+out:
 	*fields = nf;
 	return p;
 }
@@ -256,7 +292,7 @@ Q_TARGET static QUICK const uint8_t *Q(request_quick)(const struct run *r, const
 	s->state = S_FIELD;
 	/* The field lines, and the end of the head. */
 	unsigned fields = 0;
-	p = Q(quick_fields)(r, q + 9 + eol, e, &fields, name_len_bits[0]);
+	p = Q(quick_fields)(r, q + 9 + eol, e, &fields, name_lens[0]);
 	if (!p)
 		return NULL;
 	if (fields > FIELDS_MAX)
@@ -352,7 +388,7 @@ Q_TARGET static QUICK const uint8_t *Q(response_quick)(const struct run *r, cons
 	s->n_headers = 0;
 	s->state = S_FIELD;
 	unsigned fields = 0;
-	p = Q(quick_fields)(r, q, e, &fields, name_len_bits[1]);
+	p = Q(quick_fields)(r, q, e, &fields, name_lens[1]);
 	if (!p)
 		return NULL;
 	if (fields > FIELDS_MAX)

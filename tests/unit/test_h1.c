@@ -541,7 +541,7 @@ Test(h1, malformed_request)
 	CHECK("field line without ':'", "GET / HTTP/1.1\r\nHost example.com\r\n\r\n", "",
 	      "BEGIN 0; LINE 0 GET / 1; ERROR");
 	CHECK("empty field name", "GET / HTTP/1.1\r\n: x\r\n\r\n", "", "BEGIN 0; LINE 0 GET / 1; ERROR");
-	CHECK("whitespace before ':'", "GET / HTTP/1.1\r\nX-Any : 5\r\n\r\n", "", "BEGIN 0; LINE 0 GET / 1; ERROR");
+	CHECK("whitespace before ':' of Host", "GET / HTTP/1.1\r\nHost : h\r\n\r\n", "", "BEGIN 0; LINE 0 GET / 1; ERROR");
 	CHECK("whitespace before ':' of Content-Length", "POST / HTTP/1.1\r\nContent-Length\t: 5\r\n\r\nhello", "",
 	      "BEGIN 0; LINE 0 POST / 1; ERROR");
 	CHECK("obs-fold", "GET / HTTP/1.1\r\nX-A: 1\r\n  continued\r\n\r\n", "", "BEGIN 0; LINE 0 GET / 1; ERROR");
@@ -576,7 +576,9 @@ Test(h1, malformed_response)
 	      GET0_EVENTS "ERROR");
 	CHECK("bad chunk end", GET0, "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabcX\r\n0\r\n\r\n",
 	      GET0_EVENTS "RESP 0 200 1; ERROR");
-	CHECK("field line without ':'", GET0, "HTTP/1.1 200 OK\r\nServer\r\n\r\n", GET0_EVENTS "ERROR");
+	CHECK("field line without ':'", GET0, "HTTP/1.1 200 OK\r\nContent-Length\r\n\r\n", GET0_EVENTS "ERROR");
+	CHECK("whitespace before ':' of Transfer-Encoding", GET0,
+	      "HTTP/1.1 200 OK\r\nTransfer-Encoding : chunked\r\n\r\n0\r\n\r\n", GET0_EVENTS "ERROR");
 	CHECK("CR CR", GET0, "HTTP/1.1 200 OK\r\nServer: x\r\n\r\r\n", GET0_EVENTS "ERROR");
 }
 
@@ -999,14 +1001,19 @@ Test(h1, quick_status_lines)
 	}
 }
 
-/* Malformed field lines where the quick path takes them. */
+/* Malformed field lines where the quick path takes them: lines whose first
+ * letter is that of a field the parser keeps (Content-Length,
+ * Transfer-Encoding, Host), which get RFC 9112's checks; obs-fold and empty
+ * names. */
 Test(h1, quick_malformed)
 {
 	static const char *const bad[] = {
-		"X-Any : 5", "X-Any\t: 5", ": x", " Host: h", "\tX-Any: y", "NoColonHere", "A-Name-Of-Twenty-Bytes : v",
-		"A-Name-Of-Thirty-Two-Bytes-Long\x01: v", "Host: a b", "Host: a\x01z", "Host: h\r\nHost: h",
+		": x", " Host: h", "\tX-Any: y", "Host: a b", "Host: a\x01z", "Host: h\r\nHost: h", "Host example.com",
 		"Content-Length: 5, 6", "Content-Length: x", "Content-Length: 5\r\nContent-Length: 6",
-		"Transfer-Encoding: chunked, gzip", "NoColonOnALineLongerThanThirtyTwoBytes", "X\r\r",
+		"Transfer-Encoding: chunked, gzip", "Content-Length : 5", "content-length\t: 5", "CONTENT-LENGTH",
+		"Transfer-Encoding\x01: chunked", "Cache-Control : 5", "Content-Type\t: 5", "ConnectionWithNoColon",
+		"Content-Lengths : v", "CNoColonOnALineLongerThanThirtyTwoBytes", "C\r\r", "Content-",
+		"Trailer-Of-Thirty-Two-Bytes-Long\x01: v",
 	};
 	for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
 		for (int where = 0; where < 2; where++) {
@@ -1027,6 +1034,38 @@ Test(h1, quick_malformed)
 						   "HTTP/1.1 200 OK\r\n%s\r\nX-Pad: padpadpadpadpadpadpadpadpad\r\n\r\n",
 						   bad[i]);
 			check(qname, B("GET / HTTP/1.1\r\nAccept: */*\r\n\r\n"), qresp, sn, GET0_EVENTS "ERROR");
+		}
+	}
+}
+
+/* A field line whose first letter is none of those of the names the parser
+ * keeps is only delimited: whatever it holds up to its '\n', the message
+ * around it is framed as before (the Content-Length after it counts), in
+ * both paths. So are lines of other names that only start like a kept one. */
+Test(h1, lines_of_no_interest)
+{
+	static const char *const odd[] = {
+		"X-Any : 5", "X-Any\t: 5", "NoColonHere", "A-Name-Of-Twenty-Bytes : v", "A-Name-Of-Thirty-Two-Bytes-Long\x01: v",
+		"NoColonOnALineLongerThanThirtyTwoBytes", "X\r\r", "X-Bare: a\rb", "\x01X: y", "Server",
+		"A-Line-Of-Many-Bytes-With-No-Colon-At-All-And-Still-No-Colon-Past-Sixty-Four-Bytes", "Content-Lengt: 7",
+		"Transfer-Encodings: gzip", "Hosts: h", "Transfer-Encoding-Of-The-Day: chunked", "Accept-Charset : x",
+	};
+	for (size_t i = 0; i < sizeof odd / sizeof odd[0]; i++) {
+		for (int where = 0; where < 2; where++) {
+			format(qname, sizeof qname, "line of no interest %zu, %s", i, where ? "last" : "first");
+			size_t rn = where ? format(qreq, sizeof qreq,
+						   "POST /m HTTP/1.1\r\nContent-Length: 2\r\n%s\r\n\r\nokGET /n HTTP/1.1\r\n\r\n",
+						   odd[i])
+					  : format(qreq, sizeof qreq,
+						   "POST /m HTTP/1.1\r\n%s\r\nContent-Length: 2\r\n\r\nokGET /n HTTP/1.1\r\n\r\n",
+						   odd[i]);
+			size_t sn = where ? format(qresp, sizeof qresp,
+						   "HTTP/1.1 200 OK\r\nContent-Length: 1\r\n%s\r\n\r\n!", odd[i])
+					  : format(qresp, sizeof qresp,
+						   "HTTP/1.1 200 OK\r\n%s\r\nContent-Length: 1\r\n\r\n!", odd[i]);
+			check(qname, qreq, rn, qresp, sn,
+			      "BEGIN 0; LINE 0 POST /m 1; HEAD 0 -; REQEND 0 2; BEGIN 1; LINE 1 GET /n 1; HEAD 1 -; "
+			      "REQEND 1 0; RESP 0 200 1; RESPEND 0 200 1; ABORTED 1");
 		}
 	}
 }
