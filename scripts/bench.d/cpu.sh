@@ -41,20 +41,20 @@ cpu_callgrind_rows() {
 		return
 	}
 	# An empty NEMOLENS_DESTINATIONS overrides the rule cg_instr names.
-	cg_row conn_life "connection's life (socket, connect, accept, 2 closes; no destination rule)" 450 NEMOLENS_DESTINATIONS=
+	cg_row conn_life "connection's life (socket, connect, accept, 2 closes; no destination rule)" 400 NEMOLENS_DESTINATIONS=
 	[ -n "$OTLP_URL" ] || return
 	local saved=("${SHIM_QUIET_ENV[@]}")
 	SHIM_QUIET_ENV=("${SHIM_EXPORT_ENV[@]}")
-	cg_row http_server "HTTP pair, server side, exporter on (exporting every second)" 1000 NEMOLENS_HTTP=server
-	cg_row http_client "HTTP pair, client side, exporter on (exporting every second)" 1000 NEMOLENS_HTTP=client
-	cg_row conn_life "connection's life, exporter on (exporting every second)" 450 NEMOLENS_DESTINATIONS=
+	cg_row http_server "HTTP pair, server side, exporter on (exporting every second)" 750 NEMOLENS_HTTP=server
+	cg_row http_client "HTTP pair, client side, exporter on (exporting every second)" 750 NEMOLENS_HTTP=client
+	cg_row conn_life "connection's life, exporter on (exporting every second)" 400 NEMOLENS_DESTINATIONS=
 	# The same three against the program with an idle thread of its own
 	# (calls.c, BENCH_THREAD): what is left is the shim's, not glibc's
 	# multi-threaded path that the exporter thread puts the program on.
 	CG_BOTH=BENCH_THREAD=1
-	cg_row http_server "HTTP pair, server side, exporter on, the program with a thread of its own" 1000 NEMOLENS_HTTP=server
-	cg_row http_client "HTTP pair, client side, exporter on, the program with a thread of its own" 1000 NEMOLENS_HTTP=client
-	cg_row conn_life "connection's life, exporter on, the program with a thread of its own" 450 NEMOLENS_DESTINATIONS=
+	cg_row http_server "HTTP pair, server side, exporter on, the program with a thread of its own" 750 NEMOLENS_HTTP=server
+	cg_row http_client "HTTP pair, client side, exporter on, the program with a thread of its own" 750 NEMOLENS_HTTP=client
+	cg_row conn_life "connection's life, exporter on, the program with a thread of its own" 400 NEMOLENS_DESTINATIONS=
 	CG_BOTH=
 	SHIM_QUIET_ENV=("${saved[@]}")
 }
