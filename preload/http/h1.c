@@ -282,11 +282,32 @@ static inline unsigned eq_mask(__m128i v, char c)
 	return (unsigned)_mm_movemask_epi8(_mm_cmpeq_epi8(v, _mm_set1_epi8(c)));
 }
 
+/* Vector constants read from memory. Where it targets AVX2 the compiler
+ * makes a constant it knows with a broadcast from an immediate, three
+ * instructions, for each use that finds it no longer in a register; one it
+ * cannot see into is an operand of the instruction that uses it. */
+static const uint8_t k_lf[32] __attribute__((aligned(32))) = { [0 ... 31] = '\n' };
+static const uint8_t k_colon[32] __attribute__((aligned(32))) = { [0 ... 31] = ':' };
+static const uint8_t k_sp[16] __attribute__((aligned(16))) = { [0 ... 15] = 0x20 };
+static const uint8_t k_del[16] __attribute__((aligned(16))) = { [0 ... 15] = 0x7f };
+
+static inline __m128i k128(const uint8_t *k)
+{
+	__asm__("" : "+r"(k));
+	return _mm_load_si128((const __m128i *)(const void *)k);
+}
+
+/* The '\n' of 16 bytes. */
+static inline unsigned lf_mask(__m128i v)
+{
+	return (unsigned)_mm_movemask_epi8(_mm_cmpeq_epi8(v, k128(k_lf)));
+}
+
 /* Bytes <= 0x20 and 0x7f: SP ends a token, the others may not be in one. */
 static inline unsigned ctl_mask(__m128i v)
 {
-	__m128i low = _mm_cmpeq_epi8(_mm_min_epu8(v, _mm_set1_epi8(0x20)), v);
-	return (unsigned)_mm_movemask_epi8(_mm_or_si128(low, _mm_cmpeq_epi8(v, _mm_set1_epi8(0x7f))));
+	__m128i low = _mm_cmpeq_epi8(_mm_min_epu8(v, k128(k_sp)), v);
+	return (unsigned)_mm_movemask_epi8(_mm_or_si128(low, _mm_cmpeq_epi8(v, k128(k_del))));
 }
 #endif
 

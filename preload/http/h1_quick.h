@@ -10,7 +10,7 @@ Q_TARGET static inline const uint8_t *Q(long_line)(const uint8_t *p, const uint8
 {
 	const uint8_t *q = p + 32, *nl;
 	if (__builtin_expect(e - q >= 16, 1)) {
-		unsigned m = eq_mask(_mm_loadu_si128((const __m128i *)(const void *)q), '\n');
+		unsigned m = lf_mask(_mm_loadu_si128((const __m128i *)(const void *)q));
 		if (m)
 			return q + low_bit32(m);
 		nl = line_end(q + 16, e);
@@ -18,7 +18,7 @@ Q_TARGET static inline const uint8_t *Q(long_line)(const uint8_t *p, const uint8
 		return nl;
 	}
 	/* Near the end: its last 16 bytes, shifted. */
-	unsigned m = q == e ? 0 : eq_mask(_mm_loadu_si128((const __m128i *)(const void *)(e - 16)), '\n') >> (16 - (e - q));
+	unsigned m = q == e ? 0 : lf_mask(_mm_loadu_si128((const __m128i *)(const void *)(e - 16))) >> (16 - (e - q));
 	return m ? q + low_bit32(m) : NULL;
 }
 
@@ -36,15 +36,18 @@ Q_TARGET static inline const uint8_t *Q(long_line)(const uint8_t *p, const uint8
 Q_TARGET static QUICK const uint8_t *Q(quick_fields)(const struct run *r, const uint8_t *p, const uint8_t *e,
 						     unsigned *fields, const uint8_t *tab)
 {
-	/* The constants are made once: opaque to the compiler, which would
-	 * otherwise make them again for every line (the calls of the rare
-	 * paths clobber the vector registers), they stay in registers on the
-	 * usual path. */
+	/* The constants are read once, from memory (k128 in h1.c says why),
+	 * and then made opaque to the compiler, which would otherwise make
+	 * them again for every line (the calls of the rare paths clobber the
+	 * vector registers): they stay in registers on the usual path. */
 #ifdef Q_AVX2
-	__m256i NL2 = _mm256_set1_epi8('\n'), CO2 = _mm256_set1_epi8(':');
+	const uint8_t *klf = k_lf, *kco = k_colon;
+	__asm__("" : "+r"(klf), "+r"(kco));
+	__m256i NL2 = _mm256_load_si256((const __m256i *)(const void *)klf),
+		CO2 = _mm256_load_si256((const __m256i *)(const void *)kco);
 	__asm__("" : "+x"(NL2), "+x"(CO2));
 #else
-	__m128i NL = _mm_set1_epi8('\n'), CO = _mm_set1_epi8(':');
+	__m128i NL = k128(k_lf), CO = k128(k_colon);
 	__asm__("" : "+x"(NL), "+x"(CO));
 #endif
 	const uint8_t *e32 = e - 32;
@@ -73,7 +76,7 @@ Q_TARGET static QUICK const uint8_t *Q(quick_fields)(const struct run *r, const 
 					nl = p + low_bit32(mn);
 				}
 			} else {
-				unsigned m = eq_mask(_mm_loadu_si128((const __m128i *)(const void *)(e - 16)), '\n');
+				unsigned m = lf_mask(_mm_loadu_si128((const __m128i *)(const void *)(e - 16)));
 				if (e - p <= 16 && (m >>= 16 - (e - p)) != 0)
 					nl = p + low_bit32(m);
 				else if (!(nl = e - p > 16 ? line_end(p, e) : NULL))
@@ -374,7 +377,7 @@ Q_TARGET static QUICK const uint8_t *Q(response_quick)(const struct run *r, cons
 	s->flags |= (uint16_t)((unsigned)minor * F_MINOR1);
 	s->status = (uint16_t)status;
 	/* The reason phrase, its '\n' in the 16 bytes from the code's end. */
-	unsigned mn = eq_mask(_mm_loadu_si128((const __m128i *)(const void *)(p + 12)), '\n');
+	unsigned mn = lf_mask(_mm_loadu_si128((const __m128i *)(const void *)(p + 12)));
 	if (!mn) {
 		s->line_len = 12;
 		s->state = S_REASON;
