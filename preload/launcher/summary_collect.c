@@ -15,6 +15,7 @@
 #include "foreign.h"
 #include "launcher.h"
 #include "registry.h"
+#include "segcopies.h"
 #include "segment.h"
 #include "summary.h"
 
@@ -23,21 +24,12 @@
  * its segment removed, so its values are kept here rather than looked for
  * at the program's end. Only the thread of the tree's export adds (or the
  * main thread once that thread has been joined). */
-struct kept {
-	int64_t pid;
-	uint64_t proc_start;
-	uint64_t start_ns;
-	char instance[40];
-	uint8_t *data;
-	size_t len;
-};
 
 static struct {
 	bool wanted;
 	FILE *out;                      /* the file named, NULL: stderr */
 	uint32_t exporter;              /* this process: the segments of its tree */
-	struct kept *kept;
-	size_t n, cap;
+	struct seg_copies copies;
 	bool short_of_memory;
 } summary;
 
@@ -75,50 +67,10 @@ void summary_forget(void)
 void summary_seen(const uint8_t *data, size_t len, void *arg)
 {
 	(void)arg;
-	struct kept k = { 0 };
-	uint32_t exporter;
-	if (len < sizeof(struct nl_seg_header))
-		return;
-	/* Plain copies of the header's fields: it is a private copy, and some
-	 * of them are atomics. */
-	memcpy(&exporter, data + offsetof(struct nl_seg_header, exporter), sizeof exporter);
-	if (exporter != summary.exporter)
-		return;
-	memcpy(&k.pid, data + offsetof(struct nl_seg_header, pid), sizeof k.pid);
-	memcpy(&k.proc_start, data + offsetof(struct nl_seg_header, proc_start), sizeof k.proc_start);
-	memcpy(&k.start_ns, data + offsetof(struct nl_seg_header, start_unix_ns), sizeof k.start_ns);
-	memcpy(k.instance, data + offsetof(struct nl_seg_header, instance_id), sizeof k.instance);
-	struct kept *slot = NULL;
-	for (size_t i = 0; i < summary.n && !slot; i++) {
-		struct kept *o = &summary.kept[i];
-		if (o->pid == k.pid && o->proc_start == k.proc_start && o->start_ns == k.start_ns &&
-		    memcmp(o->instance, k.instance, sizeof k.instance) == 0)
-			slot = o;
-	}
-	k.data = malloc(len);
-	if (!k.data) {
+	struct seg_copy c;
+	enum seg_copy_made made = seg_copy_make(data, len, summary.exporter, &c);
+	if (made == SEG_COPY_NO_MEMORY || (made == SEG_COPY_MADE && !seg_copies_put(&summary.copies, &c)))
 		summary.short_of_memory = true;
-		return;
-	}
-	memcpy(k.data, data, len);
-	k.len = len;
-	if (!slot) {
-		if (summary.n == summary.cap) {
-			size_t cap = summary.cap ? summary.cap * 2 : 16;
-			struct kept *bigger = realloc(summary.kept, cap * sizeof *bigger);
-			if (!bigger) {
-				free(k.data);
-				summary.short_of_memory = true;
-				return;
-			}
-			summary.kept = bigger;
-			summary.cap = cap;
-		}
-		slot = &summary.kept[summary.n++];
-	} else {
-		free(slot->data);
-	}
-	*slot = k;
 }
 
 /* After the program ended, its output done: the tables, on stderr or in the
@@ -133,8 +85,8 @@ void summary_print(const char *why)
 	} else if (!s) {
 		fprintf(out, "%s: --summary: out of memory\n", progname);
 	} else {
-		for (size_t i = 0; i < summary.n; i++) {
-			struct kept *k = &summary.kept[i];
+		for (size_t i = 0; i < summary.copies.n; i++) {
+			const struct seg_copy *k = &summary.copies.kept[i];
 			struct nl_snapshot *snap = nl_snapshot_of_segment(k->data, k->len, nl_realtime_ns());
 			if (!snap || nl_summary_add(s, snap) != 0)
 				summary.short_of_memory = true;
@@ -145,11 +97,7 @@ void summary_print(const char *why)
 			fprintf(out, "%s: --summary: out of memory: the tables miss some values\n", progname);
 	}
 	nl_summary_free(s);
-	for (size_t i = 0; i < summary.n; i++)
-		free(summary.kept[i].data);
-	free(summary.kept);
-	summary.kept = NULL;
-	summary.n = summary.cap = 0;
+	seg_copies_clear(&summary.copies);
 	if (summary.out)
 		fclose(summary.out);
 	else

@@ -12,6 +12,7 @@
 #include "foreign.h"
 #include "proctree.h"
 #include "registry.h"
+#include "segcopies.h"
 #include "segment.h"
 #include "segread.h"
 
@@ -19,16 +20,6 @@
 #define NL_VERSION "unknown"
 #endif
 
-/* A process, told apart from a later one with its pid by its start time
- * and instance id. */
-struct kept {
-	int64_t pid;
-	uint64_t proc_start;
-	uint64_t start_ns;
-	char instance[40];
-	uint8_t *data;
-	size_t len;
-};
 
 static struct {
 	pthread_mutex_t mu;
@@ -36,8 +27,7 @@ static struct {
 	uint64_t max_age_ns;
 	uint32_t exporter;
 	bool procs;                     /* the processes' figures from /proc (proctree.h) */
-	struct kept *kept;              /* under mu */
-	size_t n, cap;
+	struct seg_copies copies;       /* under mu */
 } store = { .mu = PTHREAD_MUTEX_INITIALIZER };
 
 void treestore_init(uint64_t key, uint32_t exporter, uint64_t max_age_ns, bool procs)
@@ -51,55 +41,20 @@ void treestore_init(uint64_t key, uint32_t exporter, uint64_t max_age_ns, bool p
 void treestore_seen(const uint8_t *data, size_t len, void *arg)
 {
 	(void)arg;
-	struct kept k = { 0 };
-	uint32_t exporter;
-	if (len < sizeof(struct nl_seg_header))
+	struct seg_copy c;
+	/* Copied before the lock is taken: the scrape waits for no copy. Out
+	 * of memory, the older copy stays. */
+	if (seg_copy_make(data, len, store.exporter, &c) != SEG_COPY_MADE)
 		return;
-	/* Plain copies of the header's fields: some of them are atomics. */
-	memcpy(&exporter, data + offsetof(struct nl_seg_header, exporter), sizeof exporter);
-	if (exporter != store.exporter)
-		return;
-	memcpy(&k.pid, data + offsetof(struct nl_seg_header, pid), sizeof k.pid);
-	memcpy(&k.proc_start, data + offsetof(struct nl_seg_header, proc_start), sizeof k.proc_start);
-	memcpy(&k.start_ns, data + offsetof(struct nl_seg_header, start_unix_ns), sizeof k.start_ns);
-	memcpy(k.instance, data + offsetof(struct nl_seg_header, instance_id), sizeof k.instance);
-	/* Copied before the lock is taken: the scrape waits for no copy. */
-	if (!(k.data = malloc(len)))
-		return;
-	memcpy(k.data, data, len);
-	k.len = len;
 	pthread_mutex_lock(&store.mu);
-	struct kept *slot = NULL;
-	for (size_t i = 0; i < store.n && !slot; i++) {
-		struct kept *o = &store.kept[i];
-		if (o->pid == k.pid && o->proc_start == k.proc_start && o->start_ns == k.start_ns &&
-		    memcmp(o->instance, k.instance, sizeof k.instance) == 0)
-			slot = o;
-	}
-	if (!slot && store.n == store.cap) {
-		size_t cap = store.cap ? store.cap * 2 : 64;
-		struct kept *bigger = realloc(store.kept, cap * sizeof *bigger);
-		if (bigger) {
-			store.kept = bigger;
-			store.cap = cap;
-		}
-	}
-	if (slot) {
-		free(slot->data);
-		*slot = k;
-		k.data = NULL;
-	} else if (store.n < store.cap) {
-		store.kept[store.n++] = k;
-		k.data = NULL;
-	}
+	seg_copies_put(&store.copies, &c);
 	pthread_mutex_unlock(&store.mu);
-	free(k.data);   /* out of memory: the older copy stays */
 }
 
 size_t treestore_count(void)
 {
 	pthread_mutex_lock(&store.mu);
-	size_t n = store.n;
+	size_t n = store.copies.n;
 	pthread_mutex_unlock(&store.mu);
 	return n;
 }
@@ -133,13 +88,13 @@ int treestore_render(struct nl_promtext *t, bool openmetrics)
 	nl_seg_read_exported(store.key, exporters, 1, treestore_seen, NULL);
 	peek_dead();
 	pthread_mutex_lock(&store.mu);
-	struct nl_snapshot **snaps = calloc(store.n ? store.n : 1, sizeof *snaps);
+	struct nl_snapshot **snaps = calloc(store.copies.n ? store.copies.n : 1, sizeof *snaps);
 	size_t n = 0;
 	uint64_t now = nl_realtime_ns();
 	int r = -1;
 	if (snaps) {
-		for (size_t i = 0; i < store.n; i++) {
-			struct nl_snapshot *s = nl_snapshot_of_segment(store.kept[i].data, store.kept[i].len, now);
+		for (size_t i = 0; i < store.copies.n; i++) {
+			struct nl_snapshot *s = nl_snapshot_of_segment(store.copies.kept[i].data, store.copies.kept[i].len, now);
 			if (!s)
 				continue;
 			s->scope_name = "nemo.lens";
