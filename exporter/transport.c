@@ -75,6 +75,8 @@ struct nl_transport {
 	struct curl_slist *headers_gzip;  /* the same plus Content-Encoding: gzip */
 	bool gzip;
 	bool grpc;                        /* OTLP/gRPC rather than OTLP/HTTP */
+	bool reuse_h2c;                   /* cleartext HTTP/2 kept by asking plainly (configure_easy) */
+	bool h2c_open;                    /* ... and the last transfer left such a connection */
 	long timeout_ms;
 	char *endpoint;                   /* the URL without credentials, for messages */
 	uint64_t rng;
@@ -412,11 +414,11 @@ static CURLcode configure_easy(struct nl_transport *t, const struct nl_transport
 	if (cfg->grpc)
 		SET(CURLOPT_HTTP_VERSION, (long)CURL_HTTP_VERSION_2_PRIOR_KNOWLEDGE);
 	/* libcurl before 8.0 breaks a cleartext HTTP/2 connection it reuses
-	 * (an error in the framing layer on the second request): there, each
-	 * send opens its own. TLS connections are kept in every version. */
-	if (cfg->grpc && strncasecmp(cfg->url, "http://", 7) == 0 &&
-	    nl_curl.version_info(CURLVERSION_NOW)->version_num < 0x080000)
-		SET(CURLOPT_FORBID_REUSE, 1L);
+	 * with prior knowledge (an error in the framing layer on the second
+	 * request), yet reuses it well when asked for HTTP/2 plainly: attempt
+	 * switches between the two (reuse_h2c). */
+	t->reuse_h2c = cfg->grpc && strncasecmp(cfg->url, "http://", 7) == 0 &&
+		       nl_curl.version_info(CURLVERSION_NOW)->version_num < 0x080000;
 	SET(CURLOPT_USERAGENT, ua);
 	SET(CURLOPT_HTTPHEADER, t->headers);
 	SET(CURLOPT_WRITEFUNCTION, on_body);
@@ -655,6 +657,49 @@ static CURLcode run_transfer(struct nl_transport *t)
 	return rc;
 }
 
+/* Before a transfer: nothing of the last answer is left. */
+static void reset_response(struct nl_transport *t)
+{
+	t->resp.len = 0;
+	t->resp.retry_after_ms = -1;
+	t->resp.grpc_status = -1;
+	t->resp.grpc_message[0] = '\0';
+	t->errbuf[0] = '\0';
+}
+
+/* Whether the transfer just made got its answer over HTTP/2. */
+static bool answered_in_h2(struct nl_transport *t)
+{
+	long version = 0;
+	return nl_curl.easy_getinfo(t->easy, CURLINFO_HTTP_VERSION, &version) == CURLE_OK &&
+	       version == CURL_HTTP_VERSION_2_0;
+}
+
+/* run_transfer, for a transport that keeps a cleartext HTTP/2 connection
+ * on a libcurl that cannot reuse one it opened with prior knowledge (see
+ * configure_easy): a new connection starts with prior knowledge, and the
+ * next transfer asks for HTTP/2 plainly, which reuses it. Asked plainly,
+ * a connection the server closed meanwhile would be opened anew as
+ * HTTP/1.1 with an upgrade, which a gRPC server refuses: then the transfer
+ * is made again at once, with prior knowledge, on a new connection. */
+static CURLcode run_h2c_transfer(struct nl_transport *t)
+{
+	if (!t->reuse_h2c)
+		return run_transfer(t);
+	bool reused = t->h2c_open;
+	nl_curl.easy_setopt(t->easy, CURLOPT_HTTP_VERSION,
+			    (long)(reused ? CURL_HTTP_VERSION_2_0 : CURL_HTTP_VERSION_2_PRIOR_KNOWLEDGE));
+	CURLcode rc = run_transfer(t);
+	if (reused && !(rc == CURLE_ABORTED_BY_CALLBACK && is_aborted(t->abort)) &&
+	    (rc != CURLE_OK || !answered_in_h2(t))) {
+		reset_response(t);
+		nl_curl.easy_setopt(t->easy, CURLOPT_HTTP_VERSION, (long)CURL_HTTP_VERSION_2_PRIOR_KNOWLEDGE);
+		rc = run_transfer(t);
+	}
+	t->h2c_open = rc == CURLE_OK && answered_in_h2(t);
+	return rc;
+}
+
 /* Errors that another attempt with the same configuration cannot fix: give up
  * on this export at once (the data is kept) instead of spinning to the deadline. */
 static bool curl_error_permanent(CURLcode rc)
@@ -876,13 +921,9 @@ static enum outcome attempt(struct nl_transport *t, uint64_t deadline_ns)
 		budget_ms = 1;
 	nl_curl.easy_setopt(t->easy, CURLOPT_TIMEOUT_MS, budget_ms);
 	nl_curl.easy_setopt(t->easy, CURLOPT_CONNECTTIMEOUT_MS, budget_ms);
-	t->resp.len = 0;
-	t->resp.retry_after_ms = -1;
-	t->resp.grpc_status = -1;
-	t->resp.grpc_message[0] = '\0';
-	t->errbuf[0] = '\0';
+	reset_response(t);
 
-	CURLcode rc = run_transfer(t);
+	CURLcode rc = run_h2c_transfer(t);
 	if (rc == CURLE_ABORTED_BY_CALLBACK && is_aborted(t->abort))
 		return OUT_ABORTED;
 	if (rc != CURLE_OK)

@@ -50,7 +50,7 @@ class GrpcSink(Received):
     of grpc-status-details-bin), delay (seconds before answering),
     rejected (partial success: rejected data points). Without a script: OK."""
 
-    def __init__(self, tls=None, host="127.0.0.1"):
+    def __init__(self, tls=None, host="127.0.0.1", port=0):
         self.requests = []        # decoded ExportMetricsServiceRequest that were answered OK
         self.calls = []           # (metadata, code, size of the decoded request, peer) of every call
         self.script = []
@@ -85,10 +85,10 @@ class GrpcSink(Received):
             key, cert = tls
             with open(key, "rb") as k, open(cert, "rb") as c:
                 creds = grpc.ssl_server_credentials([(k.read(), c.read())])
-            self.port = self.server.add_secure_port(f"{host}:0", creds)
+            self.port = self.server.add_secure_port(f"{host}:{port}", creds)
             self.endpoint = f"https://{host}:{self.port}"
         else:
-            self.port = self.server.add_insecure_port(f"{host}:0")
+            self.port = self.server.add_insecure_port(f"{host}:{port}")
             self.endpoint = f"http://{host}:{self.port}"
         self.server.start()
 

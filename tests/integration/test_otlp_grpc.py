@@ -248,6 +248,33 @@ class GrpcExport(unittest.TestCase):
         self.assertEqual(len(set(peers)), 1, peers)
         self.assertEqual(self.delivered(self.tls), made)
 
+    def test_one_connection_in_cleartext_renewed_when_it_goes(self):
+        """In cleartext too a process's exports share one connection (with
+        Debian 12's libcurl as with a newer one); when the receiver goes
+        and another takes its port, the exports go on over a new one, and
+        the totals arrive whole."""
+        first = GrpcSink()
+        self.addCleanup(first.close)
+        env = harness.shim_env(OTEL_EXPORTER_OTLP_PROTOCOL="grpc", OTEL_EXPORTER_OTLP_ENDPOINT=first.endpoint,
+                               OTEL_METRIC_EXPORT_INTERVAL=200,
+                               NEMOLENS_DESTINATIONS=f"listener=127.0.0.1:{self.listener.port}")
+        p = subprocess.Popen([STEADY, str(self.listener.port), "20", "2500"], env=env, stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True)
+        harness.wait_for(lambda: len(first.calls) >= 3, 20, "three exports", alive=p)
+        first.close()
+        second = GrpcSink(port=first.port)
+        self.addCleanup(second.close)
+        out, err = p.communicate(timeout=60)
+        self.assertEqual(p.returncode, 0, err)
+        self.assertEqual(err, "")
+        peers = [call[3] for call in first.calls]
+        self.assertEqual(len(set(peers)), 1, peers)
+        later = [call[3] for call in second.calls]
+        self.assertGreaterEqual(len(later), 2, later)
+        self.assertEqual(len(set(later)), 1, later)
+        self.assertNotEqual(later[0], peers[0])
+        self.assertEqual(self.delivered(second), int(out))
+
     def test_a_receiver_that_never_answers_holds_no_fork(self):
         n = 8
         self.plain.script = [{"delay": 20}] * 4
