@@ -127,6 +127,7 @@ rows=(
 	"python3 -c 'import httpx': CPU time"
 	"aiohttp, every acquisition queued: CPU per request"
 	"request on a free slot: instr"
+	"idle uvicorn, event loop probe off vs on: CPU"
 	"scrape of /metrics, a tree of 100 live processes"
 	"process figures: one sample of a tree of 100 processes"
 	"process figures: one sample of a tree of 1,000 processes"
