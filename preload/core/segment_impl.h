@@ -12,18 +12,24 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
+#include <stdatomic.h>
 #include <unistd.h>
 
 #include "config.h"
 #include "segment.h"
 
-/* The effective uid (files are owned by it), asked once. */
+/* The effective uid (files are owned by it), asked once. Threads may ask
+ * at once (the launcher's export and its reaper): the value is the same
+ * for all, kept with relaxed atomics so that none reads it half written. */
 static inline uid_t nl_seg_euid(void)
 {
-	static uid_t uid = (uid_t)-1;
-	if (uid == (uid_t)-1)
-		uid = geteuid();
-	return uid;
+	static _Atomic uid_t uid = (uid_t)-1;
+	uid_t u = atomic_load_explicit(&uid, memory_order_relaxed);
+	if (u == (uid_t)-1) {
+		u = geteuid();
+		atomic_store_explicit(&uid, u, memory_order_relaxed);
+	}
+	return u;
 }
 
 static inline bool nl_seg_pid_alive(int pid) { return pid > 0 && (kill(pid, 0) == 0 || errno == EPERM); }
