@@ -32,7 +32,10 @@ class GrpcTest(unittest.TestCase):
         port = hc.free_port()
         server_env = hc.shim_env(cls.sink.url, OTEL_SERVICE_NAME="grpc-server")
         cls.server = hc.App([harness.PYTHON, APP, "server", str(port)], server_env, "grpc-server")
-        client_env = hc.shim_env(cls.sink.url, OTEL_SERVICE_NAME="grpc-client")
+        # The client's values go at its exit: on a loaded machine its exit
+        # flush may need longer than the harness's 500 ms, and no shim
+        # process of this test lives on to deliver what it would keep.
+        client_env = hc.shim_env(cls.sink.url, OTEL_SERVICE_NAME="grpc-client", NEMOLENS_EXIT_TIMEOUT_MS="5000")
         p = harness.run([harness.PYTHON, APP, "client", str(port), json.dumps(PLAN)], client_env, timeout=50)
         cls.client_out, cls.client_err = p.stdout, p.stderr
         cls.seen = json.loads(p.stdout) if p.returncode == 0 else None
