@@ -24,7 +24,7 @@ PKGS=(
   nginx-light wrk golang-go nodejs valgrind
   lintian chromium scdoc man-db
   libpython3.11-testsuite libglib2.0-tests
-  python3-grpcio nghttp2-client nghttp2-server python3-hypercorn python3-h2
+  python3-grpcio nghttp2-client nghttp2-server python3-hypercorn python3-h2 iproute2
 )
 
 missing=()
