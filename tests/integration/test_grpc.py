@@ -39,6 +39,11 @@ class GrpcTest(unittest.TestCase):
         p = harness.run([harness.PYTHON, APP, "client", str(port), json.dumps(PLAN)], client_env, timeout=50)
         cls.client_out, cls.client_err = p.stdout, p.stderr
         cls.seen = json.loads(p.stdout) if p.returncode == 0 else None
+        # What the client's exit flush could not send in time stays in its
+        # segment, and the server, still running, delivers it at its next
+        # export: wait for it before the server goes.
+        harness.poll(lambda: any(res.get("service.name") == "grpc-client"
+                                 for res, _, _ in cls.sink.points("rpc.client.call.duration")), 15)
         cls.server_status = cls.server.stop()
         cls.server_err = cls.server.stderr()
 
